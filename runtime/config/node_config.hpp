@@ -1,0 +1,77 @@
+// The configuration of one node, as read from its TOML file (docs/
+// configuration.md is the reference; keep the two in step). Every key has
+// a default, so a node runs with no file at all. One file format serves all
+// roles: a role ignores the sections of other roles, because `sluice up`
+// runs several roles from one file.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace sluice {
+
+using std::chrono::microseconds;
+
+enum class placement_policy : std::uint8_t {
+  local_first = 0,  ///< the owner the request came through, if it is up
+  random = 1,       ///< any up owner, drawn from the master's rng
+};
+
+struct node_section {
+  /// A human name for status output; empty → derived from the address.
+  std::string name;
+  /// Where the node accepts links; port 0 picks a free port.
+  std::string listen = "127.0.0.1:0";
+  /// Seed of the node's rng; 0 → drawn from the OS at start.
+  std::uint64_t seed = 0;
+  /// Actor scheduler threads for this node.
+  std::uint32_t threads = 2;
+};
+
+struct wire_section {
+  /// Largest Cap'n Proto envelope accepted in one frame.
+  std::uint64_t max_envelope_bytes = 1ULL << 20;
+  /// Largest payload accepted in one frame.
+  std::uint64_t max_payload_bytes = 1ULL << 30;
+};
+
+struct master_section {
+  /// How often owners report to the master (the master tells them).
+  microseconds heartbeat_interval{500'000};
+  /// An owner silent this long is marked down.
+  microseconds heartbeat_timeout{3'000'000};
+  placement_policy placement = placement_policy::local_first;
+};
+
+struct owner_section {
+  /// The master's address (host:port or inproc://name).
+  std::string master;
+  /// Memory the owner contributes for values.
+  std::uint64_t capacity_bytes = 1ULL << 30;
+  /// Largest single value accepted.
+  std::uint64_t max_value_bytes = 256ULL << 20;
+  /// Pause between attempts to reach the master after losing it.
+  microseconds reconnect_interval{1'000'000};
+};
+
+struct client_section {
+  /// Deadline used when a call does not give one.
+  microseconds request_timeout{5'000'000};
+};
+
+struct log_section {
+  /// trace, debug, info, warn, error, off
+  std::string level = "info";
+};
+
+struct node_config {
+  node_section node;
+  wire_section wire;
+  master_section master;
+  owner_section owner;
+  client_section client;
+  log_section log;
+};
+
+}  // namespace sluice

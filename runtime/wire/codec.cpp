@@ -1,0 +1,395 @@
+#include "runtime/wire/codec.hpp"
+
+#include <cstring>
+#include <string>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
+#include "runtime/assert.hpp"
+#include "sluice.capnp.h"
+
+namespace sluice::wire {
+namespace {
+
+namespace s = schema;
+
+template <class... Fs>
+struct overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+overloaded(Fs...) -> overloaded<Fs...>;
+
+// --- small conversions ------------------------------------------------------
+
+capnp::Data::Reader as_data(const std::string& text) {
+  return {reinterpret_cast<const kj::byte*>(text.data()), text.size()};
+}
+
+std::string from_data(capnp::Data::Reader data) {
+  return {reinterpret_cast<const char*>(data.begin()), data.size()};
+}
+
+std::string from_text(capnp::Text::Reader text) {
+  return {text.begin(), text.size()};
+}
+
+s::Role to_schema(role r) {
+  switch (r) {
+    case role::master: return s::Role::MASTER;
+    case role::owner: return s::Role::OWNER;
+    case role::client: return s::Role::CLIENT;
+    case role::unknown: break;
+  }
+  return s::Role::UNKNOWN;
+}
+
+role from_schema(s::Role r) {
+  switch (r) {
+    case s::Role::MASTER: return role::master;
+    case s::Role::OWNER: return role::owner;
+    case s::Role::CLIENT: return role::client;
+    default: return role::unknown;
+  }
+}
+
+template <class B>
+void set_key_version(B b, const std::string& key, std::uint64_t version) {
+  b.setKey(as_data(key));
+  b.setVersion(version);
+}
+
+void set_replica(s::Replica::Builder b, const replica& r) {
+  b.setOwner(r.owner.value);
+  b.setAddress(r.address);
+}
+
+replica read_replica(s::Replica::Reader r) {
+  return {node_id{r.getOwner()}, from_text(r.getAddress())};
+}
+
+// --- encoding ---------------------------------------------------------------
+
+void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& x) {
+  b.setMaster(x.master.value);
+  b.setObjectCount(x.object_count);
+  auto list = b.initMembers(static_cast<unsigned>(x.members.size()));
+  for (unsigned i = 0; i < x.members.size(); ++i) {
+    const auto& m = x.members[i];
+    auto out = list[i];
+    out.setId(m.id.value);
+    out.setRole(to_schema(m.member_role));
+    out.setName(m.name);
+    out.setAddress(m.address);
+    out.setState(m.state == member_state::up ? s::MemberState::UP : s::MemberState::DOWN);
+    out.setCapacityBytes(m.capacity_bytes);
+    out.setUsedBytes(m.used_bytes);
+    out.setObjectCount(m.object_count);
+    out.setLastHeartbeatAgeUs(m.last_heartbeat_age_us);
+  }
+}
+
+void write_body(s::Envelope::Body::Builder b, const body& msg) {
+  std::visit(
+      overloaded{
+          [&](const hello& x) {
+            auto h = b.initHello();
+            h.setRole(to_schema(x.sender_role));
+            h.setVersion(x.version);
+            h.setName(x.name);
+            h.setListenAddress(x.listen_address);
+          },
+          [&](const error_reply& x) {
+            auto e = b.initError();
+            e.setCode(static_cast<std::uint16_t>(x.code));
+            e.setMessage(x.message);
+          },
+          [&](const ok_reply&) { b.setOk(); },
+          [&](const register_owner& x) {
+            auto r = b.initRegisterOwner();
+            r.setName(x.name);
+            r.setAddress(x.address);
+            r.setCapacityBytes(x.capacity_bytes);
+          },
+          [&](const register_owner_reply& x) {
+            b.initRegisterOwnerReply().setHeartbeatIntervalUs(x.heartbeat_interval_us);
+          },
+          [&](const heartbeat& x) {
+            auto h = b.initHeartbeat();
+            h.setUsedBytes(x.used_bytes);
+            h.setObjectCount(x.object_count);
+          },
+          [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
+          [&](const place& x) {
+            auto p = b.initPlace();
+            p.setKey(as_data(x.key));
+            p.setSize(x.size);
+            p.setPreferred(x.preferred.value);
+          },
+          [&](const place_reply& x) {
+            auto p = b.initPlaceReply();
+            p.setVersion(x.version);
+            set_replica(p.initTarget(), x.target);
+          },
+          [&](const commit& x) {
+            auto c = b.initCommit();
+            c.setKey(as_data(x.key));
+            c.setVersion(x.version);
+            c.setSize(x.size);
+          },
+          [&](const abort_put& x) { set_key_version(b.initAbortPut(), x.key, x.version); },
+          [&](const locate& x) { b.initLocate().setKey(as_data(x.key)); },
+          [&](const locate_reply& x) {
+            auto l = b.initLocateReply();
+            l.setVersion(x.version);
+            l.setSize(x.size);
+            auto list = l.initReplicas(static_cast<unsigned>(x.replicas.size()));
+            for (unsigned i = 0; i < x.replicas.size(); ++i) set_replica(list[i], x.replicas[i]);
+          },
+          [&](const remove_key& x) { b.initRemoveKey().setKey(as_data(x.key)); },
+          [&](const remove_key_reply& x) { b.setRemoveKeyReply(x.existed); },
+          [&](const drop& x) { set_key_version(b.initDrop(), x.key, x.version); },
+          [&](const fetch& x) { set_key_version(b.initFetch(), x.key, x.version); },
+          [&](const fetch_reply& x) { b.setFetchReply(x.version); },
+          [&](const store& x) { set_key_version(b.initStore(), x.key, x.version); },
+          [&](const kv_put& x) { b.initKvPut().setKey(as_data(x.key)); },
+          [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
+          [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
+          [&](const kv_get_reply& x) { b.setKvGetReply(x.version); },
+          [&](const kv_remove& x) { b.initKvRemove().setKey(as_data(x.key)); },
+          [&](const kv_remove_reply& x) { b.setKvRemoveReply(x.existed); },
+          [&](const kv_exists& x) { b.initKvExists().setKey(as_data(x.key)); },
+          [&](const kv_exists_reply& x) { b.setKvExistsReply(x.exists); },
+          [&](const cluster_status&) { b.setClusterStatus(); },
+          [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
+      },
+      msg);
+}
+
+// --- decoding ---------------------------------------------------------------
+
+cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
+  cluster_status_reply out;
+  out.master = node_id{r.getMaster()};
+  out.object_count = r.getObjectCount();
+  for (auto m : r.getMembers()) {
+    member_status x;
+    x.id = node_id{m.getId()};
+    x.member_role = from_schema(m.getRole());
+    x.name = from_text(m.getName());
+    x.address = from_text(m.getAddress());
+    x.state = m.getState() == s::MemberState::UP ? member_state::up : member_state::down;
+    x.capacity_bytes = m.getCapacityBytes();
+    x.used_bytes = m.getUsedBytes();
+    x.object_count = m.getObjectCount();
+    x.last_heartbeat_age_us = m.getLastHeartbeatAgeUs();
+    out.members.push_back(std::move(x));
+  }
+  return out;
+}
+
+result<body> read_body(s::Envelope::Body::Reader b) {
+  using W = s::Envelope::Body::Which;
+  switch (b.which()) {
+    case W::HELLO: {
+      auto h = b.getHello();
+      return body{hello{from_schema(h.getRole()), h.getVersion(), from_text(h.getName()),
+                        from_text(h.getListenAddress())}};
+    }
+    case W::ERROR: {
+      auto e = b.getError();
+      auto code = errc_from_wire(e.getCode());
+      if (code == errc::ok) return fail(errc::protocol, "error reply with code 0 (ok)");
+      return body{error_reply{code, from_text(e.getMessage())}};
+    }
+    case W::OK: return body{ok_reply{}};
+    case W::REGISTER_OWNER: {
+      auto r = b.getRegisterOwner();
+      return body{register_owner{from_text(r.getName()), from_text(r.getAddress()),
+                                 r.getCapacityBytes()}};
+    }
+    case W::REGISTER_OWNER_REPLY:
+      return body{register_owner_reply{b.getRegisterOwnerReply().getHeartbeatIntervalUs()}};
+    case W::HEARTBEAT: {
+      auto h = b.getHeartbeat();
+      return body{heartbeat{h.getUsedBytes(), h.getObjectCount()}};
+    }
+    case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
+    case W::PLACE: {
+      auto p = b.getPlace();
+      return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()}}};
+    }
+    case W::PLACE_REPLY: {
+      auto p = b.getPlaceReply();
+      return body{place_reply{p.getVersion(), read_replica(p.getTarget())}};
+    }
+    case W::COMMIT: {
+      auto c = b.getCommit();
+      return body{commit{from_data(c.getKey()), c.getVersion(), c.getSize()}};
+    }
+    case W::ABORT_PUT: {
+      auto a = b.getAbortPut();
+      return body{abort_put{from_data(a.getKey()), a.getVersion()}};
+    }
+    case W::LOCATE: return body{locate{from_data(b.getLocate().getKey())}};
+    case W::LOCATE_REPLY: {
+      auto l = b.getLocateReply();
+      locate_reply out{l.getVersion(), l.getSize(), {}};
+      for (auto r : l.getReplicas()) out.replicas.push_back(read_replica(r));
+      return body{std::move(out)};
+    }
+    case W::REMOVE_KEY: return body{remove_key{from_data(b.getRemoveKey().getKey())}};
+    case W::REMOVE_KEY_REPLY: return body{remove_key_reply{b.getRemoveKeyReply()}};
+    case W::DROP: {
+      auto d = b.getDrop();
+      return body{drop{from_data(d.getKey()), d.getVersion()}};
+    }
+    case W::FETCH: {
+      auto f = b.getFetch();
+      return body{fetch{from_data(f.getKey()), f.getVersion()}};
+    }
+    case W::FETCH_REPLY: return body{fetch_reply{b.getFetchReply()}};
+    case W::STORE: {
+      auto x = b.getStore();
+      return body{store{from_data(x.getKey()), x.getVersion()}};
+    }
+    case W::KV_PUT: return body{kv_put{from_data(b.getKvPut().getKey())}};
+    case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
+    case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
+    case W::KV_GET_REPLY: return body{kv_get_reply{b.getKvGetReply()}};
+    case W::KV_REMOVE: return body{kv_remove{from_data(b.getKvRemove().getKey())}};
+    case W::KV_REMOVE_REPLY: return body{kv_remove_reply{b.getKvRemoveReply()}};
+    case W::KV_EXISTS: return body{kv_exists{from_data(b.getKvExists().getKey())}};
+    case W::KV_EXISTS_REPLY: return body{kv_exists_reply{b.getKvExistsReply()}};
+    case W::CLUSTER_STATUS: return body{cluster_status{}};
+    case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
+  }
+  return fail(errc::protocol, "unknown message kind " +
+                                  std::to_string(static_cast<unsigned>(b.which())) +
+                                  " (the peer speaks a newer protocol?)");
+}
+
+// Standard Cap'n Proto stream framing: u32 (segment count - 1), u32 size
+// of each segment in words, padding to a word boundary, then the segments.
+std::size_t segment_table_words(std::size_t segment_count) {
+  return (4 + 4 * segment_count + 7) / 8;
+}
+
+}  // namespace
+
+outbound_frame encode(const envelope& env, shared_bytes payload) {
+  capnp::MallocMessageBuilder builder{128};
+  auto root = builder.initRoot<s::Envelope>();
+  root.setRequestId(env.request_id);
+  root.setReplyTo(env.reply_to);
+  root.setSource(env.source.value);
+  root.setTarget(env.target.value);
+  root.setDeadlineUs(env.deadline_us);
+  root.setHops(env.hops);
+  write_body(root.initBody(), env.body);
+
+  auto segments = builder.getSegmentsForOutput();
+  std::size_t words = segment_table_words(segments.size());
+  for (auto seg : segments) words += seg.size();
+  std::size_t envelope_bytes = words * sizeof(capnp::word);
+
+  auto buf = byte_buffer::allocate(frame_header_bytes + envelope_bytes);
+  std::memset(buf.data(), 0, buf.size());
+  frame_header header{frame_version, 0, static_cast<std::uint32_t>(envelope_bytes), payload.size()};
+  auto head = encode_frame_header(header);
+  std::memcpy(buf.data(), head.data(), head.size());
+
+  std::byte* out = buf.data() + frame_header_bytes;
+  auto put_u32 = [&out](std::uint32_t v) {
+    std::memcpy(out, &v, 4);  // x86-64 and aarch64 are little-endian, as the format
+    out += 4;
+  };
+  put_u32(static_cast<std::uint32_t>(segments.size() - 1));
+  for (auto seg : segments) put_u32(static_cast<std::uint32_t>(seg.size()));
+  out = buf.data() + frame_header_bytes + segment_table_words(segments.size()) * 8;
+  for (auto seg : segments) {
+    std::memcpy(out, seg.begin(), seg.size() * sizeof(capnp::word));
+    out += seg.size() * sizeof(capnp::word);
+  }
+  SLUICE_ASSERT(out == buf.data() + buf.size());
+  return {std::move(buf).freeze(), std::move(payload)};
+}
+
+result<message> decode(inbound_frame frame) {
+  SLUICE_ASSERT(reinterpret_cast<std::uintptr_t>(frame.envelope.data()) % 8 == 0);
+  SLUICE_ASSERT(frame.envelope.size() % 8 == 0);
+  kj::ArrayPtr<const capnp::word> words{
+      reinterpret_cast<const capnp::word*>(frame.envelope.data()),
+      frame.envelope.size() / sizeof(capnp::word)};
+  capnp::ReaderOptions options;
+  // A well-formed envelope is read in about one pass over its words; allow
+  // some slack, never an amplification a hostile peer could exploit.
+  options.traversalLimitInWords = words.size() * 4 + 64;
+  options.nestingLimit = 16;
+  try {
+    capnp::FlatArrayMessageReader reader{words, options};
+    if (reader.getEnd() != words.end()) {
+      return fail(errc::protocol, "envelope has trailing bytes after the message");
+    }
+    auto root = reader.getRoot<s::Envelope>();
+    auto parsed_body = read_body(root.getBody());
+    if (!parsed_body) return std::move(parsed_body).error();
+    message out;
+    out.env.request_id = root.getRequestId();
+    out.env.reply_to = root.getReplyTo();
+    out.env.source = node_id{root.getSource()};
+    out.env.target = node_id{root.getTarget()};
+    out.env.deadline_us = root.getDeadlineUs();
+    out.env.hops = root.getHops();
+    out.env.body = std::move(*parsed_body);
+    out.payload = std::move(frame.payload);
+    return out;
+  } catch (const kj::Exception& e) {
+    return fail(errc::protocol, "malformed envelope: " + std::string{e.getDescription().cStr()});
+  }
+}
+
+result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limits& limits) {
+  if (bytes.size() < frame_header_bytes) {
+    return fail(errc::protocol, "frame of " + std::to_string(bytes.size()) +
+                                    " bytes is shorter than its header");
+  }
+  auto header = parse_frame_header(bytes.first<frame_header_bytes>(), limits);
+  if (!header) return std::move(header).error();
+  std::uint64_t expected = frame_header_bytes + std::uint64_t{header->envelope_bytes} + header->payload_bytes;
+  if (bytes.size() != expected) {
+    return fail(errc::protocol, "frame is " + std::to_string(bytes.size()) +
+                                    " bytes but its header says " + std::to_string(expected));
+  }
+  auto envelope = byte_buffer::allocate(header->envelope_bytes);
+  std::memcpy(envelope.data(), bytes.data() + frame_header_bytes, header->envelope_bytes);
+  auto payload = shared_bytes::copy_of(bytes.subspan(frame_header_bytes + header->envelope_bytes));
+  return decode(inbound_frame{std::move(envelope).freeze(), std::move(payload)});
+}
+
+byte_buffer flatten(const outbound_frame& frame) {
+  auto out = byte_buffer::allocate(frame.size());
+  if (!frame.head.empty()) std::memcpy(out.data(), frame.head.data(), frame.head.size());
+  if (!frame.payload.empty()) {
+    std::memcpy(out.data() + frame.head.size(), frame.payload.data(), frame.payload.size());
+  }
+  return out;
+}
+
+std::string_view body_name(const body& b) noexcept {
+  static constexpr std::string_view names[] = {
+      "hello", "error_reply", "ok_reply",
+      "register_owner", "register_owner_reply", "heartbeat", "heartbeat_reply",
+      "place", "place_reply", "commit", "abort_put", "locate", "locate_reply",
+      "remove_key", "remove_key_reply", "drop",
+      "fetch", "fetch_reply", "store",
+      "kv_put", "kv_put_reply", "kv_get", "kv_get_reply", "kv_remove",
+      "kv_remove_reply", "kv_exists", "kv_exists_reply",
+      "cluster_status", "cluster_status_reply"};
+  static_assert(std::size(names) == std::variant_size_v<body>);
+  return names[b.index()];
+}
+
+}  // namespace sluice::wire

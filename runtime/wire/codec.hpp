@@ -1,0 +1,32 @@
+// The decode boundary: envelopes to frames and back. This is the only code
+// that touches Cap'n Proto readers and builders; every malformed input is
+// caught here and becomes an errc::protocol error, never an exception that
+// reaches an actor.
+#pragma once
+
+#include <span>
+
+#include "runtime/wire/frame.hpp"
+#include "runtime/wire/messages.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::wire {
+
+/// Encodes `env` into a frame whose head holds the header and envelope
+/// words; `payload` rides after it untouched (no copy).
+outbound_frame encode(const envelope& env, shared_bytes payload = {});
+
+/// Decodes a received frame. The envelope is read with traversal and
+/// nesting limits derived from its size, so a hostile frame cannot make
+/// the reader walk more than a small multiple of the bytes it sent.
+result<message> decode(inbound_frame frame);
+
+/// Decodes one whole frame held in `bytes` (header, envelope, payload), for
+/// tests, fuzzing and tools. Copies the envelope into an aligned buffer
+/// and the payload into its own buffer.
+result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limits& limits);
+
+/// Concatenates an outbound frame into one buffer (tests and tools).
+byte_buffer flatten(const outbound_frame& frame);
+
+}  // namespace sluice::wire

@@ -1,0 +1,238 @@
+// The messages nodes exchange, as plain C++ values. On the wire each one is
+// a member of the Envelope union in sluice.capnp; codec.hpp converts
+// between the two at the decode boundary, so role code never handles Cap'n
+// Proto readers (or their exceptions) directly.
+//
+// Adding a message: add it to sluice.capnp with fresh field numbers, add a
+// struct here and to `body`, and teach codec.cpp both directions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/memory/buffer.hpp"
+#include "runtime/node_id.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice::wire {
+
+/// The protocol version this build speaks, carried in every frame header
+/// and in the hello. Bumped on incompatible changes only.
+inline constexpr std::uint16_t protocol_version = 1;
+
+// --- links -------------------------------------------------------------
+
+/// First message on every link, in both directions.
+struct hello {
+  role sender_role = role::unknown;
+  std::uint16_t version = protocol_version;
+  std::string name;            ///< human name of the sender
+  std::string listen_address;  ///< where the sender accepts links ("" if none)
+};
+
+/// The reply to a request that failed.
+struct error_reply {
+  errc code = errc::internal;
+  std::string message;
+};
+
+/// The reply to a request that succeeded with nothing to say.
+struct ok_reply {};
+
+// --- membership (owner <-> master) -------------------------------------
+
+struct register_owner {
+  std::string name;
+  std::string address;  ///< where other owners reach this owner
+  std::uint64_t capacity_bytes = 0;
+};
+
+struct register_owner_reply {
+  std::uint64_t heartbeat_interval_us = 0;
+};
+
+struct heartbeat {
+  std::uint64_t used_bytes = 0;
+  std::uint64_t object_count = 0;
+};
+
+struct heartbeat_reply {
+  /// False when the master does not know the sender (it restarted, or it
+  /// declared the sender down): the owner registers again.
+  bool known = false;
+};
+
+// --- object directory (owner <-> master) -------------------------------
+
+struct replica {
+  node_id owner;
+  std::string address;
+};
+
+/// Asks the master where a new version of `key` goes.
+struct place {
+  std::string key;
+  std::uint64_t size = 0;
+  node_id preferred;  ///< the owner the put came through
+};
+
+struct place_reply {
+  std::uint64_t version = 0;
+  replica target;
+};
+
+/// The holder stored `version` of `key`: make it visible.
+struct commit {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+};
+
+/// The pending `version` of `key` will never be committed.
+struct abort_put {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+struct locate {
+  std::string key;
+};
+
+struct locate_reply {
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  std::vector<replica> replicas;  ///< up holders only
+};
+
+struct remove_key {
+  std::string key;
+};
+
+struct remove_key_reply {
+  bool existed = false;
+};
+
+/// Master → holder: free this version; nothing refers to it any more.
+struct drop {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+// --- data (owner <-> owner) --------------------------------------------
+
+/// Asks a holder for the bytes of `version` of `key`; the reply carries
+/// them as the frame payload.
+struct fetch {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+struct fetch_reply {
+  std::uint64_t version = 0;
+};
+
+/// Stores the frame payload as `version` of `key` on the receiving owner,
+/// which commits it with the master before replying.
+struct store {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+// --- kv (client <-> owner) ---------------------------------------------
+
+/// Put the frame payload under `key`.
+struct kv_put {
+  std::string key;
+};
+
+struct kv_put_reply {
+  std::uint64_t version = 0;
+};
+
+struct kv_get {
+  std::string key;
+};
+
+/// The value rides as the frame payload.
+struct kv_get_reply {
+  std::uint64_t version = 0;
+};
+
+struct kv_remove {
+  std::string key;
+};
+
+struct kv_remove_reply {
+  bool existed = false;
+};
+
+struct kv_exists {
+  std::string key;
+};
+
+struct kv_exists_reply {
+  bool exists = false;
+};
+
+// --- status --------------------------------------------------------------
+
+enum class member_state : std::uint8_t { up = 0, down = 1 };
+
+struct member_status {
+  node_id id;
+  role member_role = role::unknown;
+  std::string name;
+  std::string address;
+  member_state state = member_state::up;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t object_count = 0;
+  std::uint64_t last_heartbeat_age_us = 0;
+};
+
+struct cluster_status {};
+
+struct cluster_status_reply {
+  node_id master;
+  std::uint64_t object_count = 0;
+  std::vector<member_status> members;
+};
+
+// --- the envelope ----------------------------------------------------------
+
+using body = std::variant<hello, error_reply, ok_reply,
+                          register_owner, register_owner_reply, heartbeat, heartbeat_reply,
+                          place, place_reply, commit, abort_put, locate, locate_reply,
+                          remove_key, remove_key_reply, drop,
+                          fetch, fetch_reply, store,
+                          kv_put, kv_put_reply, kv_get, kv_get_reply, kv_remove,
+                          kv_remove_reply, kv_exists, kv_exists_reply,
+                          cluster_status, cluster_status_reply>;
+
+struct envelope {
+  /// Chosen by the sender; non-zero when the sender expects one reply.
+  std::uint64_t request_id = 0;
+  /// Non-zero on a reply: the request_id it answers.
+  std::uint64_t reply_to = 0;
+  node_id source;
+  node_id target;  ///< 0: whoever is at the other end of the link
+  /// Time left until the request's deadline when the frame was sent, in
+  /// microseconds (0: none). Relative, so clocks of nodes need not agree.
+  std::uint64_t deadline_us = 0;
+  /// Forwarding hops taken so far (relay); bounded by max_hops.
+  std::uint8_t hops = 0;
+  wire::body body;
+};
+
+/// A decoded frame: the envelope and the payload bytes that came with it.
+struct message {
+  envelope env;
+  shared_bytes payload;
+};
+
+/// The message kind's name as it appears in logs ("kv_get", ...).
+std::string_view body_name(const body& b) noexcept;
+
+}  // namespace sluice::wire

@@ -1,0 +1,150 @@
+# The Sluice wire schema: one envelope with a union of message kinds.
+# docs/wire-format.md describes the framing around it.
+#
+# Rules: field numbers are never reused or renumbered; new fields and new
+# union members take the next free number; a removed field stays here,
+# renamed obsolete*. Enum values are pinned the same way.
+
+@0xd2c5b0a4e7f01a3b;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("sluice::wire::schema");
+
+struct Envelope {
+  requestId @0 :UInt64;    # non-zero: the sender expects one reply
+  replyTo @1 :UInt64;      # non-zero: this is the reply to that request id
+  source @2 :UInt64;       # node id of the sender
+  target @3 :UInt64;       # node id of the addressee; 0 = the link's peer
+  deadlineUs @4 :UInt64;   # microseconds left until the deadline when sent; 0 = none
+  hops @5 :UInt8;          # forwarding hops taken so far
+
+  body :union {
+    hello @6 :Hello;
+    error @7 :ErrorReply;
+    ok @8 :Void;
+    registerOwner @9 :RegisterOwner;
+    registerOwnerReply @10 :RegisterOwnerReply;
+    heartbeat @11 :Heartbeat;
+    heartbeatReply @12 :HeartbeatReply;
+    place @13 :Place;
+    placeReply @14 :PlaceReply;
+    commit @15 :Commit;
+    abortPut @16 :KeyVersion;
+    locate @17 :Key;
+    locateReply @18 :LocateReply;
+    removeKey @19 :Key;
+    removeKeyReply @20 :Bool;        # existed
+    drop @21 :KeyVersion;
+    fetch @22 :KeyVersion;
+    fetchReply @23 :UInt64;          # version
+    store @24 :KeyVersion;
+    kvPut @25 :Key;
+    kvPutReply @26 :UInt64;          # version
+    kvGet @27 :Key;
+    kvGetReply @28 :UInt64;          # version
+    kvRemove @29 :Key;
+    kvRemoveReply @30 :Bool;         # existed
+    kvExists @31 :Key;
+    kvExistsReply @32 :Bool;         # exists
+    clusterStatus @33 :Void;
+    clusterStatusReply @34 :ClusterStatusReply;
+  }
+}
+
+enum Role {
+  unknown @0;
+  master @1;
+  owner @2;
+  client @3;
+}
+
+struct Hello {
+  role @0 :Role;
+  version @1 :UInt16;
+  name @2 :Text;
+  listenAddress @3 :Text;
+}
+
+struct ErrorReply {
+  code @0 :UInt16;         # sluice::errc, pinned values
+  message @1 :Text;
+}
+
+struct Key {
+  key @0 :Data;
+}
+
+struct KeyVersion {
+  key @0 :Data;
+  version @1 :UInt64;
+}
+
+struct RegisterOwner {
+  name @0 :Text;
+  address @1 :Text;
+  capacityBytes @2 :UInt64;
+}
+
+struct RegisterOwnerReply {
+  heartbeatIntervalUs @0 :UInt64;
+}
+
+struct Heartbeat {
+  usedBytes @0 :UInt64;
+  objectCount @1 :UInt64;
+}
+
+struct HeartbeatReply {
+  known @0 :Bool;
+}
+
+struct Replica {
+  owner @0 :UInt64;
+  address @1 :Text;
+}
+
+struct Place {
+  key @0 :Data;
+  size @1 :UInt64;
+  preferred @2 :UInt64;
+}
+
+struct PlaceReply {
+  version @0 :UInt64;
+  target @1 :Replica;
+}
+
+struct Commit {
+  key @0 :Data;
+  version @1 :UInt64;
+  size @2 :UInt64;
+}
+
+struct LocateReply {
+  version @0 :UInt64;
+  size @1 :UInt64;
+  replicas @2 :List(Replica);
+}
+
+enum MemberState {
+  up @0;
+  down @1;
+}
+
+struct MemberStatus {
+  id @0 :UInt64;
+  role @1 :Role;
+  name @2 :Text;
+  address @3 :Text;
+  state @4 :MemberState;
+  capacityBytes @5 :UInt64;
+  usedBytes @6 :UInt64;
+  objectCount @7 :UInt64;
+  lastHeartbeatAgeUs @8 :UInt64;
+}
+
+struct ClusterStatusReply {
+  master @0 :UInt64;
+  objectCount @1 :UInt64;
+  members @2 :List(MemberStatus);
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building and testing Sluice needs.
+# Idempotent: packages already present are skipped, so a second run is quick.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcaf-dev
+  capnproto libcapnp-dev
+  libspdlog-dev libfmt-dev
+  doctest-dev
+  libsqlite3-dev
+  libibverbs-dev librdmacm-dev
+  libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
+  libxxhash-dev
+  iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "bootstrap: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+
+echo "bootstrap: installing ${missing[*]}"
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "bootstrap: done"

@@ -1,0 +1,96 @@
+// The transport interface: how a node opens links to peers, sends frames
+// on them and learns what arrives. Implementations: tcp (any to any),
+// inproc (roles sharing a process), and later shm, rdma, relay, and the
+// simulator's network. Role code depends on this interface only; whoever
+// builds a node picks the implementations.
+//
+// Threading: a transport may run its own I/O thread (tcp does). Every
+// method here is thread-safe and never blocks on the network. Events reach
+// the node through its link_sink, possibly from the transport's thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "runtime/wire/frame.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::transport {
+
+/// Names one link of one node. Unique within the node for its lifetime
+/// (never reused): the top 16 bits say which transport made it.
+using link_id = std::uint64_t;
+
+inline constexpr int link_tag_shift = 48;
+
+/// The link id `sequence` of the transport tagged `tag`.
+constexpr link_id make_link_id(std::uint16_t tag, std::uint64_t sequence) noexcept {
+  return (std::uint64_t{tag} << link_tag_shift) | (sequence & ((std::uint64_t{1} << link_tag_shift) - 1));
+}
+constexpr std::uint16_t link_tag(link_id id) noexcept {
+  return static_cast<std::uint16_t>(id >> link_tag_shift);
+}
+
+/// Where a node receives link events. Implemented by whoever builds the
+/// node (it forwards to the node's actors).
+///
+/// REQUIRES of implementations: thread-safe, non-blocking; events of one
+/// link arrive in order (up, frames..., down) and nothing follows down.
+class link_sink {
+ public:
+  virtual ~link_sink() = default;
+
+  /// A link is ready to carry frames: an outbound connect completed, or a
+  /// peer connected to a listener. `peer` is the peer's address.
+  virtual void on_link_up(link_id link, const std::string& peer) = 0;
+
+  /// A frame arrived whose header passed the frame limits. Returns an
+  /// error when the frame's envelope is malformed; the transport then
+  /// closes the link (with that error in on_link_down).
+  virtual result<void> on_frame(link_id link, wire::inbound_frame frame) = 0;
+
+  /// The link is gone (peer closed, I/O error, malformed frame, or a local
+  /// close). `reason` says why. Frames still queued on it are dropped.
+  virtual void on_link_down(link_id link, const error& reason) = 0;
+};
+
+class transport {
+ public:
+  virtual ~transport() = default;
+
+  /// The address scheme this transport serves: "tcp", "inproc", ...
+  virtual std::string_view scheme() const noexcept = 0;
+
+  /// Starts accepting links at `address` (without the scheme prefix).
+  /// Returns the address actually bound (port 0 resolved).
+  virtual result<std::string> listen(std::string_view address) = 0;
+
+  /// Opens a link to `address` (without the scheme prefix). Returns at
+  /// once; on_link_up or on_link_down follows. Frames sent before the link
+  /// is up are queued (within the queue bound) and go out once it is.
+  virtual result<link_id> connect(std::string_view address) = 0;
+
+  /// Queues `frame` on `link`. Fails with `unavailable` when the link is
+  /// unknown or down, and `overloaded` when the link's send queue is full
+  /// (`max_queued_bytes`); the frame is then not sent.
+  virtual result<void> send(link_id link, wire::outbound_frame frame) = 0;
+
+  /// Closes `link`; on_link_down(aborted) follows unless it was down
+  /// already. Unknown links are ignored.
+  virtual void close(link_id link) = 0;
+
+  /// Stops all I/O and closes every link and listener. After shutdown()
+  /// returns, the sink receives nothing more. Idempotent.
+  virtual void shutdown() = 0;
+};
+
+/// Bounds shared by transports.
+struct transport_limits {
+  wire::frame_limits frame;
+  /// Bytes a link may hold queued for sending before send() answers
+  /// `overloaded`; bounds memory when a peer reads slowly.
+  std::uint64_t max_queued_bytes = 2ULL << 30;
+};
+
+}  // namespace sluice::transport
