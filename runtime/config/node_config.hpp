@@ -3,6 +3,10 @@
 // a default, so a node runs with no file at all. One file format serves all
 // roles: a role ignores the sections of other roles, because `sluice up`
 // runs several roles from one file.
+//
+// TOML names are the field names, except that sizes drop the _bytes suffix
+// because the unit is written in the value (`capacity = "1GiB"` sets
+// owner.capacity_bytes). Durations are strings with a unit ("500ms").
 #pragma once
 
 #include <chrono>
@@ -21,16 +25,19 @@ enum class placement_policy : std::uint8_t {
 struct node_section {
   /// A human name for status output; empty → derived from the address.
   std::string name;
-  /// Where the node accepts links; port 0 picks a free port.
-  std::string listen = "127.0.0.1:0";
-  /// Seed of the node's rng; 0 → drawn from the OS at start.
+  /// Where the node accepts links ("host:port"); port 0 picks a free
+  /// port. Empty: the role's usual address, 127.0.0.1:7071 for a master
+  /// and 127.0.0.1:7070 for an owner.
+  std::string listen;
+  /// Seed of the node's rng; 0 → drawn from the OS at start. At most
+  /// 2^63 - 1, the largest TOML integer.
   std::uint64_t seed = 0;
-  /// Actor scheduler threads for this node.
+  /// Actor scheduler threads for this node, 1 to 64.
   std::uint32_t threads = 2;
 };
 
 struct wire_section {
-  /// Largest Cap'n Proto envelope accepted in one frame.
+  /// Largest Cap'n Proto envelope accepted in one frame; at least 64.
   std::uint64_t max_envelope_bytes = 1ULL << 20;
   /// Largest payload accepted in one frame.
   std::uint64_t max_payload_bytes = 1ULL << 30;
@@ -39,7 +46,7 @@ struct wire_section {
 struct master_section {
   /// How often owners report to the master (the master tells them).
   microseconds heartbeat_interval{500'000};
-  /// An owner silent this long is marked down.
+  /// An owner silent this long is marked down; above heartbeat_interval.
   microseconds heartbeat_timeout{3'000'000};
   placement_policy placement = placement_policy::local_first;
 };
@@ -49,7 +56,7 @@ struct owner_section {
   std::string master;
   /// Memory the owner contributes for values.
   std::uint64_t capacity_bytes = 1ULL << 30;
-  /// Largest single value accepted.
+  /// Largest single value accepted; at most wire.max_payload_bytes.
   std::uint64_t max_value_bytes = 256ULL << 20;
   /// Pause between attempts to reach the master after losing it.
   microseconds reconnect_interval{1'000'000};

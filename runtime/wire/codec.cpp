@@ -8,19 +8,13 @@
 #include <kj/exception.h>
 
 #include "runtime/assert.hpp"
+#include "runtime/overloaded.hpp"
 #include "sluice.capnp.h"
 
 namespace sluice::wire {
 namespace {
 
 namespace s = schema;
-
-template <class... Fs>
-struct overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-overloaded(Fs...) -> overloaded<Fs...>;
 
 // --- small conversions ------------------------------------------------------
 
@@ -164,6 +158,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const kv_exists_reply& x) { b.setKvExistsReply(x.exists); },
           [&](const cluster_status&) { b.setClusterStatus(); },
           [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
+          [&](const ping&) { b.setPing(); },
       },
       msg);
 }
@@ -265,6 +260,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::KV_EXISTS_REPLY: return body{kv_exists_reply{b.getKvExistsReply()}};
     case W::CLUSTER_STATUS: return body{cluster_status{}};
     case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
+    case W::PING: return body{ping{}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -328,6 +324,16 @@ result<message> decode(inbound_frame frame) {
   // some slack, never an amplification a hostile peer could exploit.
   options.traversalLimitInWords = words.size() * 4 + 64;
   options.nestingLimit = 16;
+  // The flat reader computes the segment count (u32 + 1) in 32 bits, so a
+  // count field of 0xffffffff wraps to 0 and would be read as one segment.
+  std::uint32_t last_segment = 0;
+  std::memcpy(&last_segment, frame.envelope.data(), sizeof last_segment);
+  if (segment_table_words(std::size_t{last_segment} + 1) > words.size()) {
+    return fail(errc::protocol, "envelope segment table lists " +
+                                    std::to_string(std::uint64_t{last_segment} + 1) +
+                                    " segments, more than fit in " +
+                                    std::to_string(frame.envelope.size()) + " bytes");
+  }
   try {
     capnp::FlatArrayMessageReader reader{words, options};
     if (reader.getEnd() != words.end()) {
@@ -358,10 +364,16 @@ result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limit
   }
   auto header = parse_frame_header(bytes.first<frame_header_bytes>(), limits);
   if (!header) return std::move(header).error();
-  std::uint64_t expected = frame_header_bytes + std::uint64_t{header->envelope_bytes} + header->payload_bytes;
-  if (bytes.size() != expected) {
+  // Compared without adding the sizes: under a payload limit near 2^64 the
+  // sum could wrap and let a short frame through to the copies below.
+  std::uint64_t after_header = bytes.size() - frame_header_bytes;
+  if (after_header < header->envelope_bytes ||
+      after_header - header->envelope_bytes != header->payload_bytes) {
     return fail(errc::protocol, "frame is " + std::to_string(bytes.size()) +
-                                    " bytes but its header says " + std::to_string(expected));
+                                    " bytes but its header says " +
+                                    std::to_string(frame_header_bytes) + " + " +
+                                    std::to_string(header->envelope_bytes) + " + " +
+                                    std::to_string(header->payload_bytes));
   }
   auto envelope = byte_buffer::allocate(header->envelope_bytes);
   std::memcpy(envelope.data(), bytes.data() + frame_header_bytes, header->envelope_bytes);
@@ -387,7 +399,7 @@ std::string_view body_name(const body& b) noexcept {
       "fetch", "fetch_reply", "store",
       "kv_put", "kv_put_reply", "kv_get", "kv_get_reply", "kv_remove",
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
-      "cluster_status", "cluster_status_reply"};
+      "cluster_status", "cluster_status_reply", "ping"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -1,5 +1,6 @@
 #include "runtime/wire/frame.hpp"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 

@@ -41,6 +41,9 @@ struct error_reply {
 /// The reply to a request that succeeded with nothing to say.
 struct ok_reply {};
 
+/// Asks the peer to answer ok_reply: proves the link works end to end.
+struct ping {};
+
 // --- membership (owner <-> master) -------------------------------------
 
 struct register_owner {
@@ -209,7 +212,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           fetch, fetch_reply, store,
                           kv_put, kv_put_reply, kv_get, kv_get_reply, kv_remove,
                           kv_remove_reply, kv_exists, kv_exists_reply,
-                          cluster_status, cluster_status_reply>;
+                          cluster_status, cluster_status_reply, ping>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

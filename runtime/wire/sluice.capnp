@@ -48,6 +48,7 @@ struct Envelope {
     kvExistsReply @32 :Bool;         # exists
     clusterStatus @33 :Void;
     clusterStatusReply @34 :ClusterStatusReply;
+    ping @35 :Void;
   }
 }
 

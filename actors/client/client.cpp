@@ -1,0 +1,68 @@
+#include "actors/client/client.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace sluice {
+namespace {
+
+struct client_state {
+  std::optional<endpoint> ep;
+  std::string owner_address;
+  std::optional<transport::link_id> link;
+  static inline const char* name = "sluice.client";
+};
+
+using self_ptr = client_actor::stateful_pointer<client_state>;
+
+void on_call(self_ptr self, api_call& call) {
+  auto& st = self->state;
+  if (!st.link) {
+    // (Re)connect on demand; the transport queues our frames until the
+    // link is up, and the endpoint fails them if it never comes up.
+    auto link = st.ep->connect(st.owner_address);
+    if (!link) {
+      call.done(std::move(link).error());
+      return;
+    }
+    st.link = *link;
+  }
+  auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(call.timeout);
+  st.ep->request(*st.link, std::move(call.request), std::move(call.payload), deadline,
+                 std::move(call.done));
+}
+
+client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
+  auto& st = self->state;
+  st.owner_address = deps.owner_address;
+  st.ep.emplace(self, *deps.net, deps.identity, get_logger("client"),
+                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); });
+  return {
+      [self](link_up_atom, transport::link_id link, const std::string& peer) {
+        self->state.ep->link_up(link, peer);
+      },
+      [self](inbound_atom, transport::link_id link, wire::message& msg) {
+        if (auto unexpected = self->state.ep->inbound(link, std::move(msg))) {
+          self->state.ep->log()->debug("ignoring {} from the owner",
+                                       wire::body_name(unexpected->env.body));
+        }
+      },
+      [self](link_down_atom, transport::link_id link, const error& reason) {
+        auto& st = self->state;
+        st.ep->link_down(link, reason);
+        if (st.link == link) st.link.reset();
+      },
+      [self](sweep_atom) { self->state.ep->sweep(); },
+      [self](api_atom, api_call& call) { on_call(self, call); },
+      [self](stop_atom) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+client_actor spawn_client(caf::actor_system& sys, client_deps deps) {
+  return sys.spawn(client_behavior, std::move(deps));
+}
+
+}  // namespace sluice

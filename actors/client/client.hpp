@@ -1,0 +1,40 @@
+// The client role: the business process's view of the cluster. It keeps
+// one link to its owner and carries requests from the embedding API to it.
+// It contributes no capacity and holds no data of its own.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/common/endpoint.hpp"
+#include "actors/common/node_actor.hpp"
+
+namespace sluice {
+
+/// A request from the embedding API. `done` runs exactly once, on a
+/// Sluice thread, with the owner's reply or the error that ended the call.
+struct api_call {
+  wire::body request;
+  shared_bytes payload;
+  std::chrono::microseconds timeout{0};
+  std::function<void(result<wire::message>)> done;
+};
+
+using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>>;
+
+struct client_deps {
+  endpoint::identity identity;
+  /// The owner to talk to (host:port or inproc://name).
+  std::string owner_address;
+  /// The node's transports. REQUIRES: outlives the actor.
+  transport::transport* net = nullptr;
+};
+
+client_actor spawn_client(caf::actor_system& sys, client_deps deps);
+
+}  // namespace sluice
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::api_call)

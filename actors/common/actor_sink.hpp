@@ -1,0 +1,42 @@
+// actor_sink: the link_sink that turns transport events into messages for
+// a node's role actor. Decoding happens here, on the transport's thread,
+// so the actor receives checked wire::message values; a malformed frame is
+// logged and refused, and the transport closes that link.
+#pragma once
+
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/message.hpp>
+
+#include "runtime/log.hpp"
+#include "transports/transport.hpp"
+
+namespace sluice {
+
+class actor_sink final : public transport::link_sink {
+ public:
+  explicit actor_sink(logger_ptr log) : log_(std::move(log)) {}
+
+  /// Sets the actor that receives events. Events that arrive earlier (a
+  /// role may open links from its init, which can run before whoever
+  /// spawned it calls bind) are held and delivered in order on bind.
+  /// REQUIRES: called once.
+  void bind(caf::actor target);
+
+  void on_link_up(transport::link_id link, const std::string& peer) override;
+  result<void> on_frame(transport::link_id link, wire::inbound_frame frame) override;
+  void on_link_down(transport::link_id link, const error& reason) override;
+
+ private:
+  void deliver(caf::message msg);
+
+  logger_ptr log_;
+  std::mutex mutex_;
+  caf::actor target_;                 // guarded by mutex_
+  std::vector<caf::message> early_;   // guarded by mutex_; empty once bound
+};
+
+}  // namespace sluice

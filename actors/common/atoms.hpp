@@ -1,0 +1,36 @@
+// The atoms and message-type permissions every role actor uses.
+//
+// Messages between actors of one node never leave the process (our wire
+// is Cap'n Proto, not CAF's), so our message types are allowed as "unsafe"
+// (not serializable by CAF) instead of each getting an inspect overload.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include "runtime/wire/messages.hpp"
+#include "sluice/error.hpp"
+
+namespace sluice {
+
+/// A link came up: (link_up_atom, link_id, peer address).
+using link_up_atom = caf::atom_constant<caf::atom("link_up")>;
+/// A frame arrived: (inbound_atom, link_id, wire::message).
+using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
+/// A link went down: (link_down_atom, link_id, error).
+using link_down_atom = caf::atom_constant<caf::atom("link_down")>;
+/// Expire requests whose deadline passed: (sweep_atom).
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+/// A role's periodic work (heartbeats, failure detection): (tick_atom).
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+/// Try to reach a peer again: (reconnect_atom).
+using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
+/// A call from the embedding API: (api_atom, api_call).
+using api_atom = caf::atom_constant<caf::atom("api")>;
+/// Stop the role cleanly: (stop_atom).
+using stop_atom = caf::atom_constant<caf::atom("stop")>;
+
+}  // namespace sluice
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::wire::message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::error)

@@ -1,0 +1,215 @@
+#include "actors/common/endpoint.hpp"
+
+#include "runtime/wire/codec.hpp"
+
+namespace sluice {
+
+std::uint64_t remaining_us(clock_time now, clock_time deadline) {
+  if (deadline <= now) return 0;
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count();
+  return us < 1 ? 1 : static_cast<std::uint64_t>(us);
+}
+
+endpoint::endpoint(caf::local_actor* self, transport::transport& net, identity me,
+                   logger_ptr log, sweep_scheduler schedule_sweep)
+    : self_(self),
+      net_(net),
+      me_(std::move(me)),
+      log_(std::move(log)),
+      schedule_sweep_(std::move(schedule_sweep)) {}
+
+void endpoint::link_up(transport::link_id link, const std::string& peer_address) {
+  auto [it, inserted] = peers_.try_emplace(link);
+  it->second.link_address = peer_address;
+  // Links this node opened were greeted in connect(), ahead of any request.
+  if (inserted) greet(link);
+}
+
+std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::message msg) {
+  auto it = peers_.find(link);
+  if (it == peers_.end()) return std::nullopt;  // link already forgotten
+  auto& peer = it->second;
+  if (auto* h = std::get_if<wire::hello>(&msg.env.body)) {
+    if (h->version != wire::protocol_version) {
+      log_->warn("link {:#x} to {}: closing it: peer speaks protocol {} (this node speaks {})",
+                 link, peer.link_address, h->version, wire::protocol_version);
+      net_.close(link);
+      return std::nullopt;
+    }
+    peer.id = msg.env.source;
+    peer.peer_role = h->sender_role;
+    peer.name = h->name;
+    peer.listen_address = h->listen_address;
+    peer.greeted = true;
+    return std::nullopt;
+  }
+  if (!peer.greeted) {
+    log_->warn("link {:#x} to {}: closing it: {} arrived before hello", link,
+               peer.link_address, wire::body_name(msg.env.body));
+    net_.close(link);
+    return std::nullopt;
+  }
+  if (msg.env.reply_to != 0) {
+    deliver_reply(std::move(msg));
+    return std::nullopt;
+  }
+  if (std::holds_alternative<wire::ping>(msg.env.body)) {
+    reply(context_of(link, msg), wire::ok_reply{});
+    return std::nullopt;
+  }
+  return msg;
+}
+
+std::optional<peer_info> endpoint::link_down(transport::link_id link, const error& reason) {
+  std::optional<peer_info> gone;
+  if (auto it = peers_.find(link); it != peers_.end()) {
+    gone = std::move(it->second);
+    peers_.erase(it);
+  }
+  // Collect first: a handler may send new requests while we iterate.
+  std::vector<std::uint64_t> failed;
+  for (auto& [id, p] : pending_) {
+    if (p.link == link) failed.push_back(id);
+  }
+  for (auto id : failed) {
+    finish(id, error{errc::unavailable, "link lost before the reply came: " + reason.to_string()});
+  }
+  return gone;
+}
+
+void endpoint::sweep() {
+  sweep_at_.reset();
+  auto now_ = now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_) {
+    auto id = deadlines_.begin()->second;
+    finish(id, error{errc::timeout, "no reply before the deadline"});
+  }
+  if (!deadlines_.empty()) arm_sweep(deadlines_.begin()->first);
+}
+
+result<transport::link_id> endpoint::connect(std::string_view address) {
+  auto link = net_.connect(address);
+  if (!link) return link;
+  // Greet at once: the hello is queued ahead of whatever the caller sends
+  // next, so the peer always learns who we are first.
+  peers_[*link].link_address = std::string{address};
+  greet(*link);
+  return link;
+}
+
+void endpoint::greet(transport::link_id link) {
+  notify(link, wire::hello{me_.node_role, wire::protocol_version, me_.name, me_.listen_address});
+}
+
+void endpoint::close(transport::link_id link) { net_.close(link); }
+
+void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
+                       clock_time deadline, reply_handler on_reply) {
+  auto now_ = now();
+  auto cap = now_ + std::chrono::duration_cast<clock_duration>(max_request_timeout);
+  if (deadline > cap) deadline = cap;
+  if (deadline <= now_) {
+    on_reply(error{errc::timeout, "the deadline passed before the request was sent"});
+    return;
+  }
+  if (pending_.size() >= max_pending_requests) {
+    on_reply(error{errc::overloaded, "too many requests in flight on this node"});
+    return;
+  }
+  auto id = next_request_id_++;
+  wire::envelope env;
+  env.request_id = id;
+  env.source = me_.id;
+  env.deadline_us = remaining_us(now_, deadline);
+  env.body = std::move(body);
+  pending_.emplace(id, pending_request{link, deadline, std::move(on_reply)});
+  deadlines_.emplace(deadline, id);
+  arm_sweep(deadline);
+  auto sent = net_.send(link, wire::encode(env, std::move(payload)));
+  if (!sent) finish(id, std::move(sent).error());
+}
+
+void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload) {
+  wire::envelope env;
+  env.source = me_.id;
+  env.body = std::move(body);
+  send_envelope(link, std::move(env), std::move(payload));
+}
+
+void endpoint::reply(const request_context& ctx, wire::body body, shared_bytes payload) {
+  if (ctx.request_id == 0) return;  // a notification: nobody waits
+  wire::envelope env;
+  env.reply_to = ctx.request_id;
+  env.source = me_.id;
+  env.target = ctx.source;
+  env.body = std::move(body);
+  send_envelope(ctx.link, std::move(env), std::move(payload));
+}
+
+void endpoint::reply_error(const request_context& ctx, const error& err) {
+  reply(ctx, wire::error_reply{err.code(), err.message()});
+}
+
+request_context endpoint::context_of(transport::link_id link, const wire::message& msg) const {
+  request_context ctx;
+  ctx.link = link;
+  ctx.request_id = msg.env.request_id;
+  ctx.source = msg.env.source;
+  auto budget = msg.env.deadline_us == 0
+                    ? std::chrono::duration_cast<std::chrono::microseconds>(max_request_timeout)
+                    : std::chrono::microseconds{msg.env.deadline_us};
+  if (budget > max_request_timeout) budget = max_request_timeout;
+  ctx.deadline = now() + std::chrono::duration_cast<clock_duration>(budget);
+  return ctx;
+}
+
+const peer_info* endpoint::peer(transport::link_id link) const {
+  auto it = peers_.find(link);
+  return it == peers_.end() ? nullptr : &it->second;
+}
+
+std::optional<transport::link_id> endpoint::link_to(node_id id) const {
+  for (auto& [link, info] : peers_) {
+    if (info.greeted && info.id == id) return link;
+  }
+  return std::nullopt;
+}
+
+void endpoint::send_envelope(transport::link_id link, wire::envelope env, shared_bytes payload) {
+  auto sent = net_.send(link, wire::encode(env, std::move(payload)));
+  if (!sent) {
+    log_->debug("link {:#x}: {} not sent: {}", link, wire::body_name(env.body),
+                sent.error().to_string());
+  }
+}
+
+void endpoint::deliver_reply(wire::message msg) {
+  auto id = msg.env.reply_to;
+  if (pending_.find(id) == pending_.end()) {
+    log_->debug("reply to request {} came after it finished; dropped", id);
+    return;
+  }
+  if (auto* e = std::get_if<wire::error_reply>(&msg.env.body)) {
+    finish(id, error{e->code, e->message});
+  } else {
+    finish(id, std::move(msg));
+  }
+}
+
+void endpoint::finish(std::uint64_t id, result<wire::message> outcome) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) return;
+  auto handler = std::move(it->second.on_reply);
+  deadlines_.erase({it->second.deadline, id});
+  pending_.erase(it);
+  handler(std::move(outcome));
+}
+
+void endpoint::arm_sweep(clock_time deadline) {
+  if (sweep_at_ && *sweep_at_ <= deadline) return;
+  sweep_at_ = deadline;
+  auto delay = deadline - now();
+  schedule_sweep_(delay < clock_duration::zero() ? clock_duration::zero() : delay);
+}
+
+}  // namespace sluice

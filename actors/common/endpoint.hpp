@@ -1,0 +1,149 @@
+// endpoint: one role actor's view of its links. It greets peers (hello),
+// remembers who is at the other end of each link, sends requests with
+// deadlines and routes replies back to the code that asked, and fails
+// what is pending on a link the moment the link goes down.
+//
+// Single-threaded: it lives in an actor's state and is used only from that
+// actor's handlers. Time comes from the actor clock; timeouts are driven
+// by one sweep message scheduled for the earliest deadline.
+#pragma once
+
+#include <caf/actor_clock.hpp>
+#include <caf/local_actor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "runtime/log.hpp"
+#include "runtime/wire/messages.hpp"
+#include "transports/transport.hpp"
+
+namespace sluice {
+
+using clock_time = caf::actor_clock::time_point;
+using clock_duration = caf::actor_clock::duration_type;
+
+/// Bound on the deadline of any request, including one whose sender gave
+/// none: nothing waits forever.
+inline constexpr std::chrono::seconds max_request_timeout{300};
+/// Bound on requests one endpoint keeps pending; beyond it new requests
+/// fail with `overloaded` instead of growing memory without limit.
+inline constexpr std::size_t max_pending_requests = 1 << 20;
+
+struct peer_info {
+  node_id id;
+  role peer_role = role::unknown;
+  std::string name;
+  std::string listen_address;  ///< where the peer accepts links ("" if none)
+  std::string link_address;    ///< the other end of this link, as the transport saw it
+  bool greeted = false;        ///< its hello arrived
+};
+
+/// What a handler needs to answer a request.
+struct request_context {
+  transport::link_id link = 0;
+  std::uint64_t request_id = 0;  ///< 0: a notification, nothing to answer
+  node_id source;
+  clock_time deadline;           ///< when the requester stops waiting
+};
+
+/// Receives the reply to a request: the message, or the error it carried,
+/// or `timeout` / `unavailable` when none came.
+using reply_handler = std::function<void(result<wire::message>)>;
+
+class endpoint {
+ public:
+  struct identity {
+    node_id id;
+    role node_role = role::unknown;
+    std::string name;
+    std::string listen_address;
+  };
+  /// Asks the owning actor to send itself a sweep_atom after `delay`.
+  using sweep_scheduler = std::function<void(clock_duration delay)>;
+
+  /// `self` and `net` must outlive the endpoint (both are owned by the
+  /// node that owns the actor).
+  endpoint(caf::local_actor* self, transport::transport& net, identity me, logger_ptr log,
+           sweep_scheduler schedule_sweep);
+
+  // --- link events, forwarded by the actor's handlers ----------------------
+
+  /// Records the link and greets the peer (unless connect() did).
+  void link_up(transport::link_id link, const std::string& peer_address);
+  /// Consumes hellos, pings and replies. Returns the message when it is a request
+  /// or notification for the role to handle.
+  std::optional<wire::message> inbound(transport::link_id link, wire::message msg);
+  /// Forgets the link and fails its pending requests with `unavailable`.
+  /// Returns what was known about the peer, if anything.
+  std::optional<peer_info> link_down(transport::link_id link, const error& reason);
+  /// Fails every request whose deadline has passed with `timeout`.
+  void sweep();
+
+  // --- sending ------------------------------------------------------------
+
+  /// Opens a link and queues our hello on it; requests may follow at once.
+  result<transport::link_id> connect(std::string_view address);
+  void close(transport::link_id link);
+  /// Sends a request; `on_reply` runs exactly once, from this actor.
+  void request(transport::link_id link, wire::body body, shared_bytes payload,
+               clock_time deadline, reply_handler on_reply);
+  void notify(transport::link_id link, wire::body body, shared_bytes payload = {});
+  void reply(const request_context& ctx, wire::body body, shared_bytes payload = {});
+  void reply_error(const request_context& ctx, const error& err);
+
+  // --- queries --------------------------------------------------------------
+
+  request_context context_of(transport::link_id link, const wire::message& msg) const;
+  const peer_info* peer(transport::link_id link) const;
+  /// The link to a greeted peer with this id, if there is one.
+  std::optional<transport::link_id> link_to(node_id id) const;
+  clock_time now() const { return self_->clock().now(); }
+  const identity& me() const { return me_; }
+  const logger_ptr& log() const { return log_; }
+  std::size_t pending_count() const { return pending_.size(); }
+
+ private:
+  struct pending_request {
+    transport::link_id link;
+    clock_time deadline;
+    reply_handler on_reply;
+  };
+
+  void greet(transport::link_id link);
+  void send_envelope(transport::link_id link, wire::envelope env, shared_bytes payload);
+  void deliver_reply(wire::message msg);
+  void finish(std::uint64_t id, result<wire::message> outcome);
+  void arm_sweep(clock_time deadline);
+
+  caf::local_actor* self_;
+  transport::transport& net_;
+  identity me_;
+  logger_ptr log_;
+  sweep_scheduler schedule_sweep_;
+  std::map<transport::link_id, peer_info> peers_;
+  std::map<std::uint64_t, pending_request> pending_;
+  std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
+  std::optional<clock_time> sweep_at_;
+  std::uint64_t next_request_id_ = 1;
+};
+
+/// The reply's body as T; the error the reply carried; or `protocol` when
+/// the peer answered with another kind of message.
+template <class T>
+result<T> reply_body(result<wire::message>& reply) {
+  if (!reply) return reply.error();
+  if (auto* body = std::get_if<T>(&reply->env.body)) return std::move(*body);
+  return error{errc::protocol, "unexpected reply: " + std::string{wire::body_name(reply->env.body)}};
+}
+
+/// Microseconds from `now` until `deadline`, at least 1 when not yet past
+/// (a deadline of 0 on the wire means "none").
+std::uint64_t remaining_us(clock_time now, clock_time deadline);
+
+}  // namespace sluice

@@ -1,0 +1,88 @@
+#include "actors/master/directory.hpp"
+
+#include "runtime/assert.hpp"
+
+namespace sluice::master {
+
+std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, node_id holder,
+                                   clock_time expires) {
+  auto version = next_version_++;
+  pending_.emplace(version, pending_entry{key, size, holder, expires});
+  return version;
+}
+
+result<commit_outcome> directory::commit(const std::string& key, std::uint64_t version,
+                                         node_id holder) {
+  auto it = pending_.find(version);
+  if (it == pending_.end()) {
+    return fail(errc::not_found, "no pending put with version " + std::to_string(version) +
+                                     " (it expired or was aborted)");
+  }
+  if (it->second.key != key || it->second.holder != holder) {
+    return fail(errc::invalid_argument, "commit of version " + std::to_string(version) +
+                                            " does not match its pending put");
+  }
+  auto size = it->second.size;
+  pending_.erase(it);
+
+  commit_outcome out;
+  out.version = version;
+  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder});
+  if (!inserted) {
+    if (obj->second.version > version) {
+      // A newer version committed first: this one is obsolete on arrival.
+      out.stale = stale_version{holder, key, version};
+      return out;
+    }
+    auto& old = obj->second;
+    out.stale = stale_version{old.holder, key, old.version};
+    auto& u = usage_[old.holder];
+    SLUICE_ASSERT(u.objects > 0);
+    u.objects -= 1;
+    u.bytes -= old.size;
+    old = object_entry{version, size, holder};
+  }
+  auto& u = usage_[holder];
+  u.objects += 1;
+  u.bytes += size;
+  return out;
+}
+
+bool directory::abort(std::uint64_t version) { return pending_.erase(version) > 0; }
+
+std::vector<stale_version> directory::expire(clock_time now) {
+  std::vector<stale_version> out;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.expires <= now) {
+      out.push_back({it->second.holder, it->second.key, it->first});
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+const object_entry* directory::find(const std::string& key) const {
+  auto it = objects_.find(key);
+  return it == objects_.end() ? nullptr : &it->second;
+}
+
+std::optional<object_entry> directory::remove(const std::string& key) {
+  auto it = objects_.find(key);
+  if (it == objects_.end()) return std::nullopt;
+  auto entry = it->second;
+  objects_.erase(it);
+  auto& u = usage_[entry.holder];
+  SLUICE_ASSERT(u.objects > 0);
+  u.objects -= 1;
+  u.bytes -= entry.size;
+  return entry;
+}
+
+directory::holder_usage directory::usage_of(node_id holder) const {
+  auto it = usage_.find(holder);
+  return it == usage_.end() ? holder_usage{} : it->second;
+}
+
+}  // namespace sluice::master

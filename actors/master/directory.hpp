@@ -1,0 +1,93 @@
+// directory: the master's map from key to committed version and holder,
+// plus the pending versions of puts in flight. Pure bookkeeping: no I/O,
+// no clock of its own (callers pass `now`), deterministic iteration.
+//
+// Invariants:
+//  1. versions are unique across the cluster and grow monotonically, so
+//     each key's versions grow too, across deletes;
+//  2. a key's committed version is the highest version committed for it
+//     since it was last removed ("last committed version wins");
+//  3. a pending version is never visible to readers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/common/endpoint.hpp"
+#include "runtime/node_id.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::master {
+
+struct object_entry {
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  node_id holder;
+};
+
+struct pending_entry {
+  std::string key;
+  std::uint64_t size = 0;
+  node_id holder;
+  clock_time expires;
+};
+
+/// A version some holder should free.
+struct stale_version {
+  node_id holder;
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+struct commit_outcome {
+  std::uint64_t version = 0;
+  /// What the commit made obsolete: the previous committed version, or
+  /// this one when a newer version was already committed.
+  std::optional<stale_version> stale;
+};
+
+class directory {
+ public:
+  /// Records a pending version of `key` on `holder`; returns the version.
+  std::uint64_t begin_put(const std::string& key, std::uint64_t size, node_id holder,
+                          clock_time expires);
+
+  /// Makes the pending `version` visible. Fails with `not_found` when no
+  /// such pending version exists (it expired or was aborted) and with
+  /// `invalid_argument` when `key` or `holder` do not match it.
+  result<commit_outcome> commit(const std::string& key, std::uint64_t version, node_id holder);
+
+  /// Forgets a pending version; false when there was none.
+  bool abort(std::uint64_t version);
+
+  /// Drops pending versions whose time ran out; returns them so their
+  /// holders can be told.
+  std::vector<stale_version> expire(clock_time now);
+
+  const object_entry* find(const std::string& key) const;
+
+  /// Removes the key's committed version; returns it when there was one.
+  std::optional<object_entry> remove(const std::string& key);
+
+  std::uint64_t object_count() const noexcept { return objects_.size(); }
+  std::uint64_t pending_count() const noexcept { return pending_.size(); }
+
+  struct holder_usage {
+    std::uint64_t objects = 0;
+    std::uint64_t bytes = 0;
+  };
+  /// Committed objects and bytes per holder.
+  holder_usage usage_of(node_id holder) const;
+
+ private:
+  std::unordered_map<std::string, object_entry> objects_;
+  std::map<std::uint64_t, pending_entry> pending_;  // by version
+  std::map<node_id, holder_usage> usage_;
+  std::uint64_t next_version_ = 1;
+};
+
+}  // namespace sluice::master

@@ -1,0 +1,27 @@
+// The master role: membership and failure detection, the object
+// directory, placement. It never touches payload bytes.
+#pragma once
+
+#include <cstdint>
+
+#include <caf/fwd.hpp>
+
+#include "actors/common/endpoint.hpp"
+#include "actors/common/node_actor.hpp"
+#include "runtime/config/node_config.hpp"
+
+namespace sluice {
+
+using master_actor = node_actor::extend<caf::reacts_to<tick_atom>>;
+
+struct master_deps {
+  endpoint::identity identity;
+  master_section config;
+  /// The node's transports. REQUIRES: outlives the actor.
+  transport::transport* net = nullptr;
+  std::uint64_t seed = 1;
+};
+
+master_actor spawn_master(caf::actor_system& sys, master_deps deps);
+
+}  // namespace sluice

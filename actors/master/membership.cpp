@@ -1,0 +1,75 @@
+#include "actors/master/membership.hpp"
+
+namespace sluice::master {
+
+bool membership::join(node_id id, std::string name, std::string address,
+                      transport::link_id link, std::uint64_t capacity_bytes, clock_time now) {
+  auto it = members_.find(id);
+  if (it == members_.end()) {
+    if (members_.size() >= max_members) return false;
+    it = members_.emplace(id, member{}).first;
+  }
+  auto& m = it->second;
+  m.id = id;
+  m.name = std::move(name);
+  m.address = std::move(address);
+  m.link = link;
+  m.state = wire::member_state::up;
+  m.capacity_bytes = capacity_bytes;
+  m.last_heartbeat = now;
+  m.down_reason.clear();
+  return true;
+}
+
+bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects,
+                           clock_time now) {
+  auto it = members_.find(id);
+  if (it == members_.end() || it->second.state != wire::member_state::up) return false;
+  it->second.used_bytes = used_bytes;
+  it->second.reported_objects = objects;
+  it->second.last_heartbeat = now;
+  return true;
+}
+
+std::optional<node_id> membership::link_lost(transport::link_id link) {
+  for (auto& [id, m] : members_) {
+    if (m.link == link && m.state == wire::member_state::up) {
+      m.state = wire::member_state::down;
+      m.down_reason = "link lost";
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<node_id> membership::detect_failures(clock_time now, clock_duration timeout) {
+  std::vector<node_id> out;
+  for (auto& [id, m] : members_) {
+    if (m.state == wire::member_state::up && now - m.last_heartbeat > timeout) {
+      m.state = wire::member_state::down;
+      m.down_reason = "missed heartbeats";
+      out.push_back(id);
+    }
+  }
+  return out;
+}
+
+const member* membership::find(node_id id) const {
+  auto it = members_.find(id);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+bool membership::is_up(node_id id) const {
+  auto* m = find(id);
+  return m != nullptr && m->state == wire::member_state::up;
+}
+
+std::vector<node_id> membership::up_owners() const {
+  std::vector<node_id> out;
+  for (auto& [id, m] : members_) {
+    if (m.state == wire::member_state::up) out.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace sluice::master

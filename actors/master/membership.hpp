@@ -1,0 +1,63 @@
+// membership: the owners the master knows, their state and their last
+// heartbeat. Pure bookkeeping, deterministic (ordered by node id).
+//
+// An owner is up from its registration until its link to the master is
+// lost or it stays silent longer than the heartbeat timeout; then it is
+// down and its objects are no longer handed out. Registering again (same
+// id) brings it back up.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/common/endpoint.hpp"
+#include "runtime/node_id.hpp"
+#include "runtime/wire/messages.hpp"
+
+namespace sluice::master {
+
+struct member {
+  node_id id;
+  std::string name;
+  std::string address;
+  transport::link_id link = 0;
+  wire::member_state state = wire::member_state::up;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t reported_objects = 0;
+  clock_time last_heartbeat;
+  std::string down_reason;
+};
+
+/// Bound on members: registrations beyond it are refused (`overloaded`).
+inline constexpr std::size_t max_members = 4096;
+
+class membership {
+ public:
+  /// Registers (or re-registers) an owner and marks it up. False when the
+  /// member table is full and `id` is new.
+  bool join(node_id id, std::string name, std::string address, transport::link_id link,
+            std::uint64_t capacity_bytes, clock_time now);
+
+  /// Records a heartbeat. False when `id` is unknown or down (the owner
+  /// must register again).
+  bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now);
+
+  /// Marks down the member reached over `link`; returns it if it was up.
+  std::optional<node_id> link_lost(transport::link_id link);
+
+  /// Marks down every up member silent for longer than `timeout`.
+  std::vector<node_id> detect_failures(clock_time now, clock_duration timeout);
+
+  const member* find(node_id id) const;
+  bool is_up(node_id id) const;
+  std::vector<node_id> up_owners() const;
+  const std::map<node_id, member>& all() const noexcept { return members_; }
+
+ private:
+  std::map<node_id, member> members_;
+};
+
+}  // namespace sluice::master

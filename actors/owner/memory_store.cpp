@@ -1,0 +1,42 @@
+#include "actors/owner/object_store.hpp"
+
+#include "runtime/units.hpp"
+
+namespace sluice {
+
+result<void> memory_store::put(const std::string& key, std::uint64_t version, shared_bytes value) {
+  auto size = value.size();
+  if (size > capacity_ - used_) {
+    return fail(errc::no_capacity, "owner has " + format_size(capacity_ - used_) + " free of " +
+                                       format_size(capacity_) + "; the value needs " +
+                                       format_size(size));
+  }
+  auto& versions = values_[key];
+  auto [it, inserted] = versions.try_emplace(version, std::move(value));
+  if (!inserted) return fail(errc::conflict, "version " + std::to_string(version) + " is already stored");
+  used_ += size;
+  count_ += 1;
+  return {};
+}
+
+std::optional<shared_bytes> memory_store::get(const std::string& key, std::uint64_t version) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::nullopt;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) return std::nullopt;
+  return v->second;
+}
+
+bool memory_store::drop(const std::string& key, std::uint64_t version) {
+  auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) return false;
+  used_ -= v->second.size();
+  count_ -= 1;
+  it->second.erase(v);
+  if (it->second.empty()) values_.erase(it);
+  return true;
+}
+
+}  // namespace sluice

@@ -1,0 +1,60 @@
+// object_store: where an owner keeps the versions it holds. The owner
+// actor depends on this interface only; today's implementation keeps
+// values in process memory, and the shared-memory pool plugs in here.
+//
+// Single-threaded: used from the owner actor only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "runtime/memory/buffer.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice {
+
+class object_store {
+ public:
+  virtual ~object_store() = default;
+
+  /// Stores `value` as `version` of `key`. Fails with `no_capacity` when it
+  /// does not fit, leaving everything stored before untouched.
+  virtual result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) = 0;
+
+  /// The bytes of `version` of `key`, or nothing when not held.
+  virtual std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const = 0;
+
+  /// Frees `version` of `key`; false when it was not held.
+  virtual bool drop(const std::string& key, std::uint64_t version) = 0;
+
+  virtual std::uint64_t capacity_bytes() const = 0;
+  virtual std::uint64_t used_bytes() const = 0;
+  virtual std::uint64_t object_count() const = 0;
+};
+
+/// Values in process memory, within a byte budget. The stored bytes are
+/// the ones that arrived (shared, not copied).
+class memory_store final : public object_store {
+ public:
+  explicit memory_store(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}
+
+  result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
+  std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
+  bool drop(const std::string& key, std::uint64_t version) override;
+  std::uint64_t capacity_bytes() const override { return capacity_; }
+  std::uint64_t used_bytes() const override { return used_; }
+  std::uint64_t object_count() const override { return count_; }
+
+ private:
+  std::uint64_t capacity_;
+  std::uint64_t used_ = 0;
+  std::uint64_t count_ = 0;
+  // key → version → bytes; a key holds more than one version while an
+  // overwrite is in flight.
+  std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>> values_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,319 @@
+#include "actors/owner/owner.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "runtime/keys.hpp"
+#include "runtime/overloaded.hpp"
+#include "runtime/units.hpp"
+
+namespace sluice {
+namespace {
+
+/// Deadline of control requests the owner makes on its own behalf.
+constexpr std::chrono::seconds control_timeout{5};
+/// A get whose holder changed under it (an overwrite raced it) looks the
+/// key up again, at most this many times.
+constexpr int max_get_attempts = 3;
+
+struct owner_state {
+  std::optional<endpoint> ep;
+  owner_section cfg;
+  std::shared_ptr<object_store> store;
+  std::optional<transport::link_id> master_link;
+  bool registered = false;
+  bool reconnect_armed = false;
+  clock_duration heartbeat_interval = std::chrono::milliseconds{500};
+  /// Links this owner opened to other owners, until they are greeted.
+  std::map<node_id, transport::link_id> dialing;
+  static inline const char* name = "sluice.owner";
+};
+
+using self_ptr = owner_actor::stateful_pointer<owner_state>;
+
+// --- the master ---------------------------------------------------------
+
+void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply) {
+  auto& st = self->state;
+  if (!st.master_link || !st.registered) {
+    on_reply(error{errc::unavailable, "this owner is not connected to the master"});
+    return;
+  }
+  st.ep->request(*st.master_link, std::move(body), {}, deadline, std::move(on_reply));
+}
+
+void schedule_reconnect(self_ptr self) {
+  auto& st = self->state;
+  if (st.reconnect_armed) return;
+  st.reconnect_armed = true;
+  self->delayed_send(self, st.cfg.reconnect_interval, reconnect_atom::value);
+}
+
+void register_with_master(self_ptr self) {
+  auto& st = self->state;
+  wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes()};
+  auto deadline = st.ep->now() + control_timeout;
+  auto link = *st.master_link;
+  st.ep->request(link, std::move(r), {}, deadline, [self, link](result<wire::message> reply) {
+    auto& st = self->state;
+    if (st.master_link != link) return;  // a newer link replaced this one
+    auto r = reply_body<wire::register_owner_reply>(reply);
+    if (r && r->heartbeat_interval_us == 0) r = error{errc::protocol, "heartbeat interval 0"};
+    if (!r) {
+      st.ep->log()->warn("registration with the master failed: {}", r.error().to_string());
+      st.ep->close(link);
+      return;
+    }
+    bool first = !st.registered;
+    st.registered = true;
+    st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
+    st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
+    if (first) self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+  });
+}
+
+void connect_master(self_ptr self) {
+  auto& st = self->state;
+  auto link = st.ep->connect(st.cfg.master);
+  if (!link) {
+    st.ep->log()->warn("cannot reach the master at {}: {}", st.cfg.master, link.error().to_string());
+    schedule_reconnect(self);
+    return;
+  }
+  st.master_link = *link;
+  register_with_master(self);
+}
+
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  if (!st.registered) return;  // registration restarts the ticks
+  wire::heartbeat h{st.store->used_bytes(), st.store->object_count()};
+  auto deadline = st.ep->now() + st.heartbeat_interval * 2;
+  auto link = *st.master_link;
+  st.ep->request(link, std::move(h), {}, deadline, [self, link](result<wire::message> reply) {
+    auto& st = self->state;
+    if (st.master_link != link) return;
+    auto r = reply_body<wire::heartbeat_reply>(reply);
+    if (r && !r->known) {
+      st.ep->log()->warn("the master no longer knows this owner; registering again");
+      register_with_master(self);
+    }
+  });
+  self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+}
+
+// --- other owners -------------------------------------------------------
+
+result<transport::link_id> owner_link(self_ptr self, const wire::replica& r) {
+  auto& st = self->state;
+  if (auto link = st.ep->link_to(r.owner)) return *link;
+  if (auto it = st.dialing.find(r.owner); it != st.dialing.end()) return it->second;
+  auto link = st.ep->connect(r.address);
+  if (link) st.dialing[r.owner] = *link;
+  return link;
+}
+
+void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
+  auto& st = self->state;
+  auto bytes = st.store->get(f.key, f.version);
+  if (!bytes) {
+    st.ep->reply_error(ctx, error{errc::not_found, "version " + std::to_string(f.version) +
+                                                       " is not held here (dropped or superseded)"});
+    return;
+  }
+  st.ep->reply(ctx, wire::fetch_reply{f.version}, std::move(*bytes));
+}
+
+/// Stores a version locally and commits it with the master; `done` gets
+/// the version or the reason it is not visible.
+void store_and_commit(self_ptr self, std::string key, std::uint64_t version, shared_bytes value,
+                      clock_time deadline, std::function<void(result<std::uint64_t>)> done) {
+  auto& st = self->state;
+  auto size = value.size();
+  if (auto stored = st.store->put(key, version, std::move(value)); !stored) {
+    if (st.master_link) st.ep->notify(*st.master_link, wire::abort_put{key, version});
+    done(stored.error());
+    return;
+  }
+  ask_master(self, wire::commit{key, version, size}, deadline,
+             [self, key, version, done](result<wire::message> reply) {
+               if (!reply) {
+                 self->state.store->drop(key, version);
+                 done(std::move(reply).error());
+                 return;
+               }
+               done(version);
+             });
+}
+
+// --- kv, served to clients ------------------------------------------------
+
+void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value) {
+  auto& st = self->state;
+  if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
+  if (value.size() > st.cfg.max_value_bytes) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument,
+                                         "the value is " + format_size(value.size()) +
+                                             "; this owner accepts at most " +
+                                             format_size(st.cfg.max_value_bytes)});
+  }
+  wire::place p{key, value.size(), st.ep->me().id};
+  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value](result<wire::message> reply) {
+    auto& st = self->state;
+    auto placed = reply_body<wire::place_reply>(reply);
+    if (!placed) return st.ep->reply_error(ctx, placed.error());
+    if (placed->target.owner == st.ep->me().id) {
+      store_and_commit(self, key, placed->version, value, ctx.deadline,
+                       [self, ctx](result<std::uint64_t> v) {
+                         if (!v) return self->state.ep->reply_error(ctx, v.error());
+                         self->state.ep->reply(ctx, wire::kv_put_reply{*v});
+                       });
+      return;
+    }
+    auto link = owner_link(self, placed->target);
+    if (!link) return st.ep->reply_error(ctx, link.error());
+    auto version = placed->version;
+    st.ep->request(*link, wire::store{key, version}, value, ctx.deadline,
+                   [self, ctx, version](result<wire::message> r) {
+                     if (!r) return self->state.ep->reply_error(ctx, r.error());
+                     self->state.ep->reply(ctx, wire::kv_put_reply{version});
+                   });
+  });
+}
+
+void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
+  ask_master(self, wire::locate{key}, ctx.deadline, [self, ctx, key, attempt](result<wire::message> reply) {
+    auto& st = self->state;
+    auto where = reply_body<wire::locate_reply>(reply);
+    if (!where) return st.ep->reply_error(ctx, where.error());
+    auto retry_or = [self, ctx, key, attempt](const error& e) {
+      if (attempt + 1 < max_get_attempts) return serve_get(self, ctx, key, attempt + 1);
+      self->state.ep->reply_error(ctx, e);
+    };
+    for (auto& r : where->replicas) {
+      if (r.owner != st.ep->me().id) continue;
+      if (auto bytes = st.store->get(key, where->version)) {
+        return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
+      }
+      return retry_or(error{errc::not_found, "the key changed while it was read"});
+    }
+    if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
+    auto link = owner_link(self, where->replicas.front());
+    if (!link) return st.ep->reply_error(ctx, link.error());
+    auto version = where->version;
+    st.ep->request(*link, wire::fetch{key, version}, {}, ctx.deadline,
+                   [self, ctx, version, retry_or](result<wire::message> r) {
+                     auto fetched = reply_body<wire::fetch_reply>(r);
+                     if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
+                     if (!fetched) return self->state.ep->reply_error(ctx, fetched.error());
+                     self->state.ep->reply(ctx, wire::kv_get_reply{version}, std::move(r->payload));
+                   });
+  });
+}
+
+void serve_remove(self_ptr self, const request_context& ctx, std::string key) {
+  ask_master(self, wire::remove_key{std::move(key)}, ctx.deadline, [self, ctx](result<wire::message> reply) {
+    auto removed = reply_body<wire::remove_key_reply>(reply);
+    if (!removed) return self->state.ep->reply_error(ctx, removed.error());
+    self->state.ep->reply(ctx, wire::kv_remove_reply{removed->existed});
+  });
+}
+
+void serve_exists(self_ptr self, const request_context& ctx, std::string key) {
+  ask_master(self, wire::locate{std::move(key)}, ctx.deadline, [self, ctx](result<wire::message> reply) {
+    if (!reply && reply.code() == errc::not_found) {
+      return self->state.ep->reply(ctx, wire::kv_exists_reply{false});
+    }
+    if (!reply) return self->state.ep->reply_error(ctx, reply.error());
+    self->state.ep->reply(ctx, wire::kv_exists_reply{true});
+  });
+}
+
+void forward_status(self_ptr self, const request_context& ctx) {
+  ask_master(self, wire::cluster_status{}, ctx.deadline, [self, ctx](result<wire::message> reply) {
+    auto status = reply_body<wire::cluster_status_reply>(reply);
+    if (!status) return self->state.ep->reply_error(ctx, status.error());
+    self->state.ep->reply(ctx, std::move(*status));
+  });
+}
+
+void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
+  store_and_commit(self, s.key, s.version, std::move(value), ctx.deadline,
+                   [self, ctx](result<std::uint64_t> v) {
+                     if (!v) return self->state.ep->reply_error(ctx, v.error());
+                     self->state.ep->reply(ctx, wire::ok_reply{});
+                   });
+}
+
+void on_request(self_ptr self, transport::link_id link, wire::message msg) {
+  auto& st = self->state;
+  auto ctx = st.ep->context_of(link, msg);
+  std::visit(
+      overloaded{
+          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload)); },
+          [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
+          [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key)); },
+          [&](wire::kv_exists& e) { serve_exists(self, ctx, std::move(e.key)); },
+          [&](wire::cluster_status&) { forward_status(self, ctx); },
+          [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
+          [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
+          [&](wire::drop& d) { st.store->drop(d.key, d.version); },
+          [&](auto& other) {
+            st.ep->reply_error(ctx, error{errc::invalid_argument,
+                                          "an owner does not serve " +
+                                              std::string{wire::body_name(wire::body{other})}});
+          },
+      },
+      msg.env.body);
+}
+
+void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
+  auto& st = self->state;
+  st.ep->link_down(link, reason);
+  std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
+  if (st.master_link == link) {
+    st.ep->log()->warn("lost the master: {}; retrying every {}", reason.to_string(),
+                       format_duration(st.cfg.reconnect_interval));
+    st.master_link.reset();
+    st.registered = false;
+    schedule_reconnect(self);
+  }
+}
+
+owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
+  auto& st = self->state;
+  st.cfg = deps.config;
+  st.store = std::move(deps.store);
+  st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
+                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); });
+  connect_master(self);
+  return {
+      [self](link_up_atom, transport::link_id link, const std::string& peer) {
+        self->state.ep->link_up(link, peer);
+      },
+      [self](inbound_atom, transport::link_id link, wire::message& msg) {
+        if (auto request = self->state.ep->inbound(link, std::move(msg))) {
+          on_request(self, link, std::move(*request));
+        }
+      },
+      [self](link_down_atom, transport::link_id link, const error& reason) {
+        on_link_down(self, link, reason);
+      },
+      [self](sweep_atom) { self->state.ep->sweep(); },
+      [self](tick_atom) { on_tick(self); },
+      [self](reconnect_atom) {
+        self->state.reconnect_armed = false;
+        if (!self->state.master_link) connect_master(self);
+      },
+      [self](stop_atom) { self->quit(); },
+  };
+}
+
+}  // namespace
+
+owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps) {
+  return sys.spawn(owner_behavior, std::move(deps));
+}
+
+}  // namespace sluice

@@ -1,0 +1,32 @@
+// The owner role: contributes memory for values, serves the clients of its
+// host, fetches values from other owners for remote gets, and keeps the
+// master informed (registration, heartbeats, commits).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <caf/fwd.hpp>
+
+#include "actors/common/endpoint.hpp"
+#include "actors/common/node_actor.hpp"
+#include "actors/owner/object_store.hpp"
+#include "runtime/config/node_config.hpp"
+
+namespace sluice {
+
+using owner_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<reconnect_atom>>;
+
+struct owner_deps {
+  /// identity.listen_address is where other owners reach this one.
+  endpoint::identity identity;
+  owner_section config;
+  /// The node's transports. REQUIRES: outlives the actor.
+  transport::transport* net = nullptr;
+  std::shared_ptr<object_store> store;
+};
+
+owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps);
+
+}  // namespace sluice

@@ -1,0 +1,125 @@
+// sluice kv put | get | rm | exists: one call each against an owner.
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "api/cli/cli.hpp"
+#include "sluice/client.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct kv_flags {
+  std::string connect = default_connect;
+  std::string key;
+  std::string source;  // put: FILE or "-"
+  std::string output;  // get: FILE
+  std::string config;  // [client] settings
+  int timeout_ms = 0;  // 0: from the config, else 5 s
+};
+
+int report(std::string_view what, const std::string& key, const error& e) {
+  std::cerr << "sluice kv " << what << " '" << key << "': " << e.to_string() << "\n";
+  return e.code() == errc::invalid_argument ? exit_usage : exit_failed;
+}
+
+result<std::unique_ptr<client>> open(const kv_flags& f) {
+  auto options = cli_client_options(f.config, f.timeout_ms);
+  if (!options) return std::move(options).error();
+  return client::connect(f.connect, *options);
+}
+
+result<std::string> read_source(const std::string& source) {
+  if (source.empty() || source == "-") {
+    return std::string{std::istreambuf_iterator<char>{std::cin}, {}};
+  }
+  std::ifstream in{source, std::ios::binary};
+  if (!in) return fail(errc::invalid_argument, "cannot read '" + source + "'");
+  return std::string{std::istreambuf_iterator<char>{in}, {}};
+}
+
+int run_put(const kv_flags& f) {
+  auto bytes = read_source(f.source);
+  if (!bytes) return report("put", f.key, bytes.error());
+  auto c = open(f);
+  if (!c) return report("put", f.key, c.error());
+  auto version = (*c)->put(f.key, *bytes);
+  if (!version) return report("put", f.key, version.error());
+  std::cerr << "put '" << f.key << "': " << bytes->size() << " bytes, version " << *version << "\n";
+  return exit_ok;
+}
+
+int run_get(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("get", f.key, c.error());
+  auto v = (*c)->get(f.key);
+  if (!v) return report("get", f.key, v.error());
+  if (f.output.empty() || f.output == "-") {
+    std::fwrite(v->data(), 1, v->size(), stdout);
+    std::fflush(stdout);
+    return exit_ok;
+  }
+  std::ofstream out{f.output, std::ios::binary};
+  out.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size()));
+  if (!out) return report("get", f.key, error{errc::invalid_argument, "cannot write '" + f.output + "'"});
+  return exit_ok;
+}
+
+int run_rm(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("rm", f.key, c.error());
+  auto existed = (*c)->remove(f.key);
+  if (!existed) return report("rm", f.key, existed.error());
+  if (!*existed) return report("rm", f.key, error{errc::not_found, "key has no committed version"});
+  std::cerr << "removed '" << f.key << "'\n";
+  return exit_ok;
+}
+
+int run_exists(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("exists", f.key, c.error());
+  auto found = (*c)->exists(f.key);
+  if (!found) return report("exists", f.key, found.error());
+  std::cout << (*found ? "yes" : "no") << "\n";
+  return *found ? exit_ok : exit_failed;
+}
+
+CLI::App* add_kv_subcommand(CLI::App& kv, const char* name, const char* help, kv_flags& f) {
+  auto* cmd = kv.add_subcommand(name, help);
+  cmd->add_option("KEY", f.key, "The key")->required();
+  cmd->add_option("--connect", f.connect, "The owner's HOST:PORT")->capture_default_str();
+  cmd->add_option("--timeout-ms", f.timeout_ms,
+                  "Deadline of the call in milliseconds (default: [client] request_timeout, 5 s)")
+      ->check(CLI::Range(1, 3'600'000));
+  cmd->add_option("--config", f.config, "TOML configuration file ([client] section)")
+      ->check(CLI::ExistingFile);
+  return cmd;
+}
+
+}  // namespace
+
+void add_kv_commands(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<kv_flags>();
+  auto* kv = app.add_subcommand("kv", "Put, get, remove keys");
+  kv->require_subcommand(1);
+
+  auto* put = add_kv_subcommand(*kv, "put", "Store the bytes of FILE (or stdin) under KEY", *f);
+  put->add_option("FILE", f->source, "File to read, or - for stdin (default)");
+  put->callback([f, &exit_code] { exit_code = run_put(*f); });
+
+  auto* get = add_kv_subcommand(*kv, "get", "Write the value of KEY to stdout", *f);
+  get->add_option("-o,--output", f->output, "Write to FILE instead of stdout");
+  get->callback([f, &exit_code] { exit_code = run_get(*f); });
+
+  auto* rm = add_kv_subcommand(*kv, "rm", "Remove KEY (exit 1 when it did not exist)", *f);
+  rm->callback([f, &exit_code] { exit_code = run_rm(*f); });
+
+  auto* exists = add_kv_subcommand(*kv, "exists", "Print yes/no (exit 0/1)", *f);
+  exists->callback([f, &exit_code] { exit_code = run_exists(*f); });
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,103 @@
+// sluice status: the members of the cluster, their state and usage.
+
+#include <cstdio>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "api/cli/cli.hpp"
+#include "runtime/units.hpp"
+#include "sluice/client.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct status_flags {
+  std::string connect = default_connect;
+  bool json = false;
+  std::string config;
+  int timeout_ms = 0;
+};
+
+std::string age(std::chrono::microseconds us) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(1) << static_cast<double>(us.count()) / 1e6 << "s ago";
+  return out.str();
+}
+
+void print_json(const cluster_status& s) {
+  nlohmann::json members = nlohmann::json::array();
+  for (auto& m : s.members) {
+    members.push_back({{"id", m.id},
+                       {"role", m.role},
+                       {"name", m.name},
+                       {"address", m.address},
+                       {"state", m.up ? "up" : "down"},
+                       {"capacity_bytes", m.capacity_bytes},
+                       {"used_bytes", m.used_bytes},
+                       {"objects", m.object_count},
+                       {"since_heartbeat_us", m.since_heartbeat.count()}});
+  }
+  nlohmann::json out = {{"master", s.master_id}, {"objects", s.object_count}, {"members", members}};
+  std::cout << out.dump(2) << "\n";
+}
+
+void print_table(const cluster_status& s) {
+  std::cout << "master " << s.master_id << ", " << s.object_count << " objects, "
+            << s.members.size() << " owners\n";
+  std::printf("%-28s %-16s %-5s %-22s %8s %11s %11s %s\n", "OWNER", "ID", "STATE", "ADDRESS",
+              "OBJECTS", "USED", "CAPACITY", "HEARTBEAT");
+  for (auto& m : s.members) {
+    std::printf("%-28s %-16s %-5s %-22s %8llu %11s %11s %s\n", m.name.c_str(), m.id.c_str(),
+                m.up ? "up" : "down", m.address.c_str(),
+                static_cast<unsigned long long>(m.object_count), format_size(m.used_bytes).c_str(),
+                format_size(m.capacity_bytes).c_str(), age(m.since_heartbeat).c_str());
+  }
+  std::fflush(stdout);
+}
+
+int run_status(const status_flags& f) {
+  auto options = cli_client_options(f.config, f.timeout_ms);
+  if (!options) {
+    std::cerr << "sluice status: " << options.error().to_string() << "\n";
+    return exit_usage;
+  }
+  auto c = client::connect(f.connect, *options);
+  if (!c) {
+    std::cerr << "sluice status: " << c.error().to_string() << "\n";
+    return exit_failed;
+  }
+  auto s = (*c)->status();
+  if (!s) {
+    std::cerr << "sluice status: " << s.error().to_string() << "\n";
+    return exit_failed;
+  }
+  if (f.json) {
+    print_json(*s);
+  } else {
+    print_table(*s);
+  }
+  return exit_ok;
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<status_flags>();
+  auto* cmd = app.add_subcommand("status", "Show the cluster's members, their state and usage");
+  cmd->add_option("--connect", f->connect, "A node's HOST:PORT (an owner or the master)")
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print JSON instead of a table");
+  cmd->add_option("--timeout-ms", f->timeout_ms,
+                  "Deadline in milliseconds (default: [client] request_timeout, 5 s)")
+      ->check(CLI::Range(1, 3'600'000));
+  cmd->add_option("--config", f->config, "TOML configuration file ([client] section)")
+      ->check(CLI::ExistingFile);
+  cmd->callback([f, &exit_code] { exit_code = run_status(*f); });
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,106 @@
+// sluice::client: what a business process embeds to use a Sluice cluster.
+//
+//   auto c = sluice::client::connect("127.0.0.1:7070");
+//   if (!c) { /* c.error().to_string() says why */ }
+//   (*c)->put("greeting", "hello");
+//   auto v = (*c)->get("greeting");   // v->str() == "hello"
+//
+// Every call has a deadline (the client's default unless the call gives
+// one) and reports failures as typed errors: not_found, timeout,
+// unavailable, no_capacity, invalid_argument, ... (see sluice/error.hpp).
+//
+// Thread safety: a client may be used from many threads at once.
+// Callbacks of the *_async forms run on a Sluice thread: keep them short
+// and never block in them (in particular, never wait there for another
+// call of the same client).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "sluice/error.hpp"
+#include "sluice/result.hpp"
+#include "sluice/status.hpp"
+#include "sluice/value.hpp"
+
+namespace sluice {
+
+struct client_options {
+  /// Deadline of calls that do not give their own.
+  std::chrono::milliseconds timeout{5000};
+  /// How long connect() waits for the owner to answer.
+  std::chrono::milliseconds connect_timeout{5000};
+  /// A name for logs and status output.
+  std::string name = "client";
+};
+
+/// Client options from the [client] section of a node configuration file
+/// (docs/configuration.md); keys it does not set keep their defaults.
+result<client_options> load_client_options(const std::string& config_file);
+
+struct call_options {
+  /// This call's deadline; 0 means the client's default.
+  std::chrono::milliseconds timeout{0};
+};
+
+class client {
+ public:
+  /// Connects to the owner at `address` ("host:port") and checks that it
+  /// answers. Fails with `unavailable` when nothing answers there in time.
+  static result<std::unique_ptr<client>> connect(const std::string& address,
+                                                 client_options options = {});
+
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  /// Stores `bytes` under `key`; returns the new version. The last
+  /// committed version of a key wins.
+  result<std::uint64_t> put(std::string_view key, std::span<const std::byte> bytes,
+                            call_options options = {});
+  result<std::uint64_t> put(std::string_view key, std::string_view text, call_options options = {});
+
+  /// The latest committed version of `key`; `not_found` when there is none.
+  result<value> get(std::string_view key, call_options options = {});
+
+  /// Removes `key`; returns whether it had a committed version.
+  result<bool> remove(std::string_view key, call_options options = {});
+
+  /// Whether `key` has a committed version.
+  result<bool> exists(std::string_view key, call_options options = {});
+
+  /// Members of the cluster, their state and usage.
+  result<cluster_status> status(call_options options = {});
+
+  // Asynchronous forms. The callback runs exactly once.
+  void put_async(std::string_view key, std::span<const std::byte> bytes,
+                 std::function<void(result<std::uint64_t>)> done, call_options options = {});
+  void get_async(std::string_view key, std::function<void(result<value>)> done,
+                 call_options options = {});
+  void remove_async(std::string_view key, std::function<void(result<bool>)> done,
+                    call_options options = {});
+  void exists_async(std::string_view key, std::function<void(result<bool>)> done,
+                    call_options options = {});
+
+  std::future<result<std::uint64_t>> put_async(std::string_view key, std::span<const std::byte> bytes,
+                                               call_options options = {});
+  std::future<result<value>> get_async(std::string_view key, call_options options = {});
+
+  /// The address this client talks to.
+  const std::string& address() const noexcept;
+
+  struct impl;
+  /// Used by sluice::local_cluster.
+  explicit client(std::unique_ptr<impl> state);
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,88 @@
+// Running Sluice nodes inside your own process.
+//
+//   sluice::node::start_master({.listen = "0.0.0.0:7071"})
+//   sluice::node::start_owner({.master = "10.0.0.1:7071"})
+//   sluice::local_cluster::start()      // master + owner, what `sluice up` runs
+//
+// Each node is its own actor system with its own threads; nodes in one
+// process still talk only through transports (in-process ones where they
+// can), exactly as they would across machines.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sluice/client.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice {
+
+struct node_options {
+  /// A TOML configuration file (docs/configuration.md); empty: defaults.
+  std::string config_file;
+  /// TOML text, used when config_file is empty.
+  std::string config_text;
+  /// Overrides [node] listen when not empty ("host:port", port 0 = any).
+  std::string listen;
+  /// Owners only: overrides [owner] master when not empty.
+  std::string master;
+};
+
+class node {
+ public:
+  static result<std::unique_ptr<node>> start_master(const node_options& options = {});
+  static result<std::unique_ptr<node>> start_owner(const node_options& options = {});
+
+  /// Stops the node: its links close and its threads end.
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Where the node accepts links ("host:port", the port resolved).
+  const std::string& address() const noexcept;
+  /// The node's id, 16 hex digits.
+  std::string id() const;
+
+  struct impl;
+  explicit node(std::unique_ptr<impl> state);
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+struct local_cluster_options {
+  std::string config_file;
+  std::string config_text;
+  /// Where the owner accepts clients and other owners.
+  std::string listen = "127.0.0.1:0";
+  /// Where the master accepts owners of other hosts.
+  std::string master_listen = "127.0.0.1:0";
+};
+
+/// A master and an owner in this process, each its own node, the owner
+/// reaching the master without sockets.
+class local_cluster {
+ public:
+  static result<std::unique_ptr<local_cluster>> start(const local_cluster_options& options = {});
+
+  ~local_cluster();
+  local_cluster(const local_cluster&) = delete;
+  local_cluster& operator=(const local_cluster&) = delete;
+
+  /// Where clients connect over TCP (the owner's address).
+  const std::string& client_address() const noexcept;
+  /// Where owners of other hosts reach the master.
+  const std::string& master_address() const noexcept;
+
+  /// A client in this process, talking to the owner without sockets.
+  result<std::unique_ptr<client>> connect(client_options options = {}) const;
+
+  struct impl;
+  explicit local_cluster(std::unique_ptr<impl> state);
+
+ private:
+  result<void> wait_ready() const;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,29 @@
+// What `status()` reports about a cluster.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+struct member_info {
+  std::string id;       ///< node id, 16 hex digits
+  std::string role;     ///< "owner"
+  std::string name;
+  std::string address;  ///< where other nodes reach it
+  bool up = false;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;    ///< committed bytes it holds
+  std::uint64_t object_count = 0;  ///< committed objects it holds
+  std::chrono::microseconds since_heartbeat{0};
+};
+
+struct cluster_status {
+  std::string master_id;
+  std::uint64_t object_count = 0;
+  std::vector<member_info> members;
+};
+
+}  // namespace sluice

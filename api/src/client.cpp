@@ -1,0 +1,225 @@
+#include "sluice/client.hpp"
+
+#include <caf/send.hpp>
+
+#include "actors/client/client.hpp"
+#include "api/src/client_impl.hpp"
+#include "runtime/config/load.hpp"
+#include "runtime/keys.hpp"
+
+namespace sluice {
+namespace {
+
+/// A synchronous call waits this much longer than its own deadline before
+/// giving up on the node, so the node's timeout error normally wins.
+constexpr std::chrono::milliseconds sync_slack{1000};
+
+template <class T>
+using callback = std::function<void(result<T>)>;
+
+template <class T, class Convert>
+void call(client::impl& c, wire::body request, shared_bytes payload, call_options options,
+          Convert convert, callback<T> done) {
+  auto timeout = options.timeout.count() > 0 ? options.timeout : c.options.timeout;
+  api_call msg;
+  msg.request = std::move(request);
+  msg.payload = std::move(payload);
+  msg.timeout = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  msg.done = [convert = std::move(convert), done = std::move(done)](result<wire::message> reply) {
+    done(convert(reply));
+  };
+  caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
+}
+
+template <class T>
+result<T> wait_for(std::future<result<T>> future, std::chrono::milliseconds timeout) {
+  if (future.wait_for(timeout + sync_slack) != std::future_status::ready) {
+    return fail(errc::timeout, "no answer from the client node within " +
+                                   std::to_string((timeout + sync_slack).count()) + " ms");
+  }
+  return future.get();
+}
+
+template <class T>
+std::pair<callback<T>, std::future<result<T>>> promise_callback() {
+  auto promise = std::make_shared<std::promise<result<T>>>();
+  auto future = promise->get_future();
+  return {[promise](result<T> r) { promise->set_value(std::move(r)); }, std::move(future)};
+}
+
+std::chrono::milliseconds effective(const client::impl& c, call_options o) {
+  return o.timeout.count() > 0 ? o.timeout : c.options.timeout;
+}
+
+// --- reply conversions ---------------------------------------------------
+
+result<std::uint64_t> to_version(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_put_reply>(reply);
+  if (!body) return std::move(body).error();
+  return body->version;
+}
+
+result<value> to_value(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_get_reply>(reply);
+  if (!body) return std::move(body).error();
+  const auto& bytes = reply->payload;
+  return value{bytes.owner(), bytes.span(), body->version};
+}
+
+result<bool> to_removed(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_remove_reply>(reply);
+  if (!body) return std::move(body).error();
+  return body->existed;
+}
+
+result<bool> to_exists(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_exists_reply>(reply);
+  if (!body) return std::move(body).error();
+  return body->exists;
+}
+
+result<cluster_status> to_status(result<wire::message>& reply) {
+  auto body = reply_body<wire::cluster_status_reply>(reply);
+  if (!body) return std::move(body).error();
+  cluster_status out;
+  out.master_id = body->master.to_string();
+  out.object_count = body->object_count;
+  for (auto& m : body->members) {
+    member_info info;
+    info.id = m.id.to_string();
+    info.role = std::string{to_string(m.member_role)};
+    info.name = m.name;
+    info.address = m.address;
+    info.up = m.state == wire::member_state::up;
+    info.capacity_bytes = m.capacity_bytes;
+    info.used_bytes = m.used_bytes;
+    info.object_count = m.object_count;
+    info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
+    out.members.push_back(std::move(info));
+  }
+  return out;
+}
+
+result<void> to_pong(result<wire::message>& reply) {
+  auto body = reply_body<wire::ok_reply>(reply);
+  if (!body) return std::move(body).error();
+  return {};
+}
+
+}  // namespace
+
+result<client_options> load_client_options(const std::string& config_file) {
+  auto cfg = load_config_file(config_file);
+  if (!cfg) return std::move(cfg).error();
+  client_options out;
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->client.request_timeout);
+  out.timeout = std::max(timeout, std::chrono::milliseconds{1});
+  out.connect_timeout = out.timeout;
+  return out;
+}
+
+result<std::unique_ptr<client>> client::connect(const std::string& address, client_options options) {
+  return impl::connect_with(address, std::move(options), nullptr);
+}
+
+result<std::unique_ptr<client>> client::impl::connect_with(const std::string& address,
+                                                           client_options options,
+                                                           std::shared_ptr<transport::inproc_hub> hub) {
+  node_config cfg;
+  cfg.node.name = options.name;
+  cfg.node.threads = 1;
+  auto host = node_host::start_client(cfg, address, {hub.get(), ""});
+  if (!host) return std::move(host).error();
+  auto state = std::make_unique<impl>();
+  state->hub = std::move(hub);
+  state->host = std::move(*host);
+  state->options = std::move(options);
+  state->address = address;
+  auto [done, future] = promise_callback<void>();
+  call<void>(*state, wire::ping{}, {}, call_options{state->options.connect_timeout}, to_pong,
+             std::move(done));
+  auto pong = wait_for(std::move(future), state->options.connect_timeout);
+  if (!pong) {
+    return fail(pong.code() == errc::timeout ? errc::unavailable : pong.code(),
+                "cannot reach a Sluice node at " + address + ": " + pong.error().message());
+  }
+  return std::make_unique<client>(std::move(state));
+}
+
+client::client(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+client::~client() = default;
+
+const std::string& client::address() const noexcept { return impl_->address; }
+
+void client::put_async(std::string_view key, std::span<const std::byte> bytes,
+                       std::function<void(result<std::uint64_t>)> done, call_options options) {
+  if (auto ok = check_key(key); !ok) return done(ok.error());
+  // One copy: the caller's buffer may be gone before the bytes are sent.
+  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}}, shared_bytes::copy_of(bytes),
+                      options, to_version, std::move(done));
+}
+
+void client::get_async(std::string_view key, std::function<void(result<value>)> done,
+                       call_options options) {
+  if (auto ok = check_key(key); !ok) return done(ok.error());
+  call<value>(*impl_, wire::kv_get{std::string{key}}, {}, options, to_value, std::move(done));
+}
+
+void client::remove_async(std::string_view key, std::function<void(result<bool>)> done,
+                          call_options options) {
+  if (auto ok = check_key(key); !ok) return done(ok.error());
+  call<bool>(*impl_, wire::kv_remove{std::string{key}}, {}, options, to_removed, std::move(done));
+}
+
+void client::exists_async(std::string_view key, std::function<void(result<bool>)> done,
+                          call_options options) {
+  if (auto ok = check_key(key); !ok) return done(ok.error());
+  call<bool>(*impl_, wire::kv_exists{std::string{key}}, {}, options, to_exists, std::move(done));
+}
+
+std::future<result<std::uint64_t>> client::put_async(std::string_view key,
+                                                     std::span<const std::byte> bytes,
+                                                     call_options options) {
+  auto [done, future] = promise_callback<std::uint64_t>();
+  put_async(key, bytes, std::move(done), options);
+  return std::move(future);
+}
+
+std::future<result<value>> client::get_async(std::string_view key, call_options options) {
+  auto [done, future] = promise_callback<value>();
+  get_async(key, std::move(done), options);
+  return std::move(future);
+}
+
+result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
+                                  call_options options) {
+  return wait_for(put_async(key, bytes, options), effective(*impl_, options));
+}
+
+result<std::uint64_t> client::put(std::string_view key, std::string_view text, call_options options) {
+  return put(key, as_bytes(text), options);
+}
+
+result<value> client::get(std::string_view key, call_options options) {
+  return wait_for(get_async(key, options), effective(*impl_, options));
+}
+
+result<bool> client::remove(std::string_view key, call_options options) {
+  auto [done, future] = promise_callback<bool>();
+  remove_async(key, std::move(done), options);
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+result<bool> client::exists(std::string_view key, call_options options) {
+  auto [done, future] = promise_callback<bool>();
+  exists_async(key, std::move(done), options);
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+result<cluster_status> client::status(call_options options) {
+  auto [done, future] = promise_callback<cluster_status>();
+  call<cluster_status>(*impl_, wire::cluster_status{}, {}, options, to_status, std::move(done));
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+}  // namespace sluice

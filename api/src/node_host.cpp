@@ -1,0 +1,128 @@
+#include "api/src/node_host.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include "actors/client/client.hpp"
+#include "actors/master/master.hpp"
+#include "actors/owner/owner.hpp"
+#include "runtime/rng.hpp"
+#include "transports/tcp/tcp_transport.hpp"
+
+namespace sluice {
+namespace {
+
+constexpr std::uint16_t tcp_tag = 1;
+constexpr std::uint16_t inproc_tag = 2;
+
+
+std::string node_name(const node_config& cfg, std::string_view role_name, const std::string& address) {
+  if (!cfg.node.name.empty()) return cfg.node.name;
+  return std::string{role_name} + (address.empty() ? "" : "@" + address);
+}
+
+}  // namespace
+
+void node_host::make_system(std::uint32_t threads) {
+  // The actor system keeps a reference to its config: both live here.
+  system_config_ = std::make_unique<caf::actor_system_config>();
+  system_config_->set("scheduler.max-threads", static_cast<std::size_t>(threads));
+  system_ = std::make_unique<caf::actor_system>(*system_config_);
+}
+
+result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, role r,
+                                                      placement where) {
+  std::unique_ptr<node_host> host{new node_host{}};
+  host->id_ = node_id{entropy_seed()};
+  host->sink_ = std::make_unique<actor_sink>(get_logger(to_string(r)));
+  transport::transport_limits limits;
+  limits.frame.max_envelope_bytes = cfg.wire.max_envelope_bytes;
+  limits.frame.max_payload_bytes = cfg.wire.max_payload_bytes;
+  host->net_ = std::make_unique<transport::network>();
+  host->net_->add(tcp_tag, std::make_unique<transport::tcp_transport>(tcp_tag, *host->sink_, limits));
+  if (where.hub != nullptr) {
+    host->net_->add(inproc_tag, std::make_unique<transport::inproc_transport>(
+                                    inproc_tag, *host->sink_, *where.hub, limits));
+  }
+  return host;
+}
+
+result<void> node_host::listen(const node_config& cfg, role r, const placement& where) {
+  std::string address = cfg.node.listen;
+  if (address.empty()) address = r == role::master ? default_master_listen : default_owner_listen;
+  auto bound = net_->listen(address);
+  if (!bound) return bound.error();
+  address_ = transport::network::display(*bound);
+  if (where.hub != nullptr && !where.inproc_name.empty()) {
+    auto named = net_->listen("inproc://" + where.inproc_name);
+    if (!named) return named.error();
+  }
+  return {};
+}
+
+result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cfg, placement where) {
+  auto host = prepare(cfg, role::master, where);
+  if (!host) return host;
+  auto& h = **host;
+  if (auto ok = h.listen(cfg, role::master, where); !ok) return ok.error();
+  h.make_system(cfg.node.threads);
+  master_deps deps;
+  deps.identity = {h.id_, role::master, node_name(cfg, "master", h.address_), h.address_};
+  deps.config = cfg.master;
+  deps.net = h.net_.get();
+  deps.seed = cfg.node.seed != 0 ? cfg.node.seed : entropy_seed();
+  h.actor_ = caf::actor_cast<caf::actor>(spawn_master(*h.system_, std::move(deps)));
+  h.sink_->bind(h.actor_);
+  return host;
+}
+
+result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg, placement where) {
+  if (cfg.owner.master.empty()) {
+    return fail(errc::invalid_argument, "an owner needs the master's address ([owner] master, or --master)");
+  }
+  auto host = prepare(cfg, role::owner, where);
+  if (!host) return host;
+  auto& h = **host;
+  if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
+  h.make_system(cfg.node.threads);
+  owner_deps deps;
+  deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.address_), h.address_};
+  deps.config = cfg.owner;
+  deps.net = h.net_.get();
+  deps.store = std::make_shared<memory_store>(cfg.owner.capacity_bytes);
+  h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
+  h.sink_->bind(h.actor_);
+  return host;
+}
+
+result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cfg,
+                                                           const std::string& owner_address,
+                                                           placement where) {
+  auto host = prepare(cfg, role::client, where);
+  if (!host) return host;
+  auto& h = **host;
+  h.make_system(cfg.node.threads);
+  client_deps deps;
+  deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
+  deps.owner_address = owner_address;
+  deps.net = h.net_.get();
+  h.actor_ = caf::actor_cast<caf::actor>(spawn_client(*h.system_, std::move(deps)));
+  h.sink_->bind(h.actor_);
+  return host;
+}
+
+node_host::~node_host() {
+  if (actor_) caf::anon_send(actor_, stop_atom::value);
+  // No transport event may reach the sink once it is gone: stop I/O first.
+  if (net_) net_->shutdown();
+  actor_ = nullptr;
+  sink_.reset();
+  // Waits for the role actor to finish its last messages.
+  system_.reset();
+  system_config_.reset();
+  net_.reset();
+}
+
+}  // namespace sluice

@@ -1,0 +1,70 @@
+// node_host: builds and runs one node — its transports, its actor system
+// and its role actor — and tears it down in the right order. This is where
+// the real implementations are chosen (tcp, inproc, the memory store); the
+// simulator builds nodes its own way from the same role actors.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/common/actor_sink.hpp"
+#include "runtime/config/node_config.hpp"
+#include "runtime/node_id.hpp"
+#include "transports/inproc/inproc_transport.hpp"
+#include "transports/network.hpp"
+
+namespace sluice {
+
+/// Where a master or owner listens when its config does not say.
+inline constexpr const char* default_master_listen = "127.0.0.1:7071";
+inline constexpr const char* default_owner_listen = "127.0.0.1:7070";
+
+/// Where a node sits in its process: `hub` (optional) lets it reach and be
+/// reached by nodes of the same process without sockets; `inproc_name` is
+/// its name there. REQUIRES: `hub` outlives the node.
+struct node_placement {
+  transport::inproc_hub* hub = nullptr;
+  std::string inproc_name;
+};
+
+class node_host {
+ public:
+  using placement = node_placement;
+
+  static result<std::unique_ptr<node_host>> start_master(const node_config& cfg, placement where = {});
+  static result<std::unique_ptr<node_host>> start_owner(const node_config& cfg, placement where = {});
+  /// A client node talking to the owner at `owner_address`.
+  static result<std::unique_ptr<node_host>> start_client(const node_config& cfg,
+                                                         const std::string& owner_address,
+                                                         placement where = {});
+
+  /// Stops the role actor, the transports and the actor system.
+  ~node_host();
+  node_host(const node_host&) = delete;
+  node_host& operator=(const node_host&) = delete;
+
+  node_id id() const noexcept { return id_; }
+  /// Where the node accepts TCP links (host:port); empty for clients.
+  const std::string& address() const noexcept { return address_; }
+  const caf::actor& actor() const noexcept { return actor_; }
+
+ private:
+  node_host() = default;
+  static result<std::unique_ptr<node_host>> prepare(const node_config& cfg, role r,
+                                                    placement where);
+  result<void> listen(const node_config& cfg, role r, const placement& where);
+  void make_system(std::uint32_t threads);
+
+  node_id id_;
+  std::string address_;
+  std::unique_ptr<actor_sink> sink_;
+  std::unique_ptr<transport::network> net_;
+  std::unique_ptr<caf::actor_system_config> system_config_;
+  std::unique_ptr<caf::actor_system> system_;
+  caf::actor actor_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,130 @@
+// The master's bookkeeping, tested without actors: directory,
+// membership and placement are pure.
+
+#include <doctest/doctest.h>
+
+#include "actors/master/directory.hpp"
+#include "actors/master/membership.hpp"
+#include "actors/master/placement.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::node_id;
+using sluice::master::directory;
+
+const sluice::clock_time t0{};
+const node_id a{1}, b{2}, c{3};
+
+}  // namespace
+
+TEST_CASE("directory: a pending put is invisible until committed") {
+  directory d;
+  auto v = d.begin_put("k", 10, a, t0 + 1s);
+  CHECK(d.find("k") == nullptr);
+  REQUIRE(d.commit("k", v, a).ok());
+  REQUIRE(d.find("k") != nullptr);
+  CHECK(d.find("k")->version == v);
+  CHECK(d.usage_of(a).objects == 1);
+  CHECK(d.usage_of(a).bytes == 10);
+}
+
+TEST_CASE("directory: the higher version wins whatever the commit order") {
+  directory d;
+  auto v1 = d.begin_put("k", 1, a, t0 + 1s);
+  auto v2 = d.begin_put("k", 2, b, t0 + 1s);
+  auto second = d.commit("k", v2, b);
+  REQUIRE(second.ok());
+  CHECK_FALSE(second->stale.has_value());
+  auto first = d.commit("k", v1, a);
+  REQUIRE(first.ok());
+  // The late commit is obsolete on arrival: its holder must free it.
+  REQUIRE(first->stale.has_value());
+  CHECK(first->stale->holder == a);
+  CHECK(first->stale->version == v1);
+  CHECK(d.find("k")->version == v2);
+  CHECK(d.usage_of(a).objects == 0);
+  CHECK(d.usage_of(b).objects == 1);
+}
+
+TEST_CASE("directory: an overwrite names the replaced version for dropping") {
+  directory d;
+  auto v1 = d.begin_put("k", 1, a, t0 + 1s);
+  REQUIRE(d.commit("k", v1, a).ok());
+  auto v2 = d.begin_put("k", 1, b, t0 + 1s);
+  auto out = d.commit("k", v2, b);
+  REQUIRE(out->stale.has_value());
+  CHECK(out->stale->holder == a);
+  CHECK(out->stale->version == v1);
+}
+
+TEST_CASE("directory: commits that match no pending put are refused") {
+  directory d;
+  CHECK(d.commit("k", 99, a).code() == sluice::errc::not_found);
+  auto v = d.begin_put("k", 1, a, t0 + 1s);
+  CHECK(d.commit("other", v, a).code() == sluice::errc::invalid_argument);
+  CHECK(d.commit("k", v, b).code() == sluice::errc::invalid_argument);
+  CHECK(d.commit("k", v, a).ok());
+  CHECK(d.commit("k", v, a).code() == sluice::errc::not_found);
+}
+
+TEST_CASE("directory: expired and aborted pending puts never become visible") {
+  directory d;
+  auto v1 = d.begin_put("k", 1, a, t0 + 1s);
+  auto v2 = d.begin_put("j", 1, b, t0 + 5s);
+  auto expired = d.expire(t0 + 2s);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].version == v1);
+  CHECK(d.commit("k", v1, a).code() == sluice::errc::not_found);
+  CHECK(d.abort(v2));
+  CHECK(d.commit("j", v2, b).code() == sluice::errc::not_found);
+  CHECK(d.pending_count() == 0);
+}
+
+TEST_CASE("directory: versions keep growing across a delete") {
+  directory d;
+  auto v1 = d.begin_put("k", 1, a, t0 + 1s);
+  REQUIRE(d.commit("k", v1, a).ok());
+  auto removed = d.remove("k");
+  REQUIRE(removed.has_value());
+  CHECK(d.find("k") == nullptr);
+  CHECK_FALSE(d.remove("k").has_value());
+  auto v2 = d.begin_put("k", 1, a, t0 + 1s);
+  CHECK(v2 > v1);
+}
+
+TEST_CASE("membership: an owner is down after its link is lost or its heartbeats stop") {
+  sluice::master::membership m;
+  REQUIRE(m.join(a, "a", "h:1", 11, 100, t0));
+  REQUIRE(m.join(b, "b", "h:2", 12, 100, t0));
+  CHECK(m.up_owners().size() == 2);
+  CHECK(m.link_lost(11) == std::optional<node_id>{a});
+  CHECK_FALSE(m.is_up(a));
+  CHECK_FALSE(m.heartbeat(a, 0, 0, t0 + 1s));  // must register again
+  CHECK(m.heartbeat(b, 5, 1, t0 + 1s));
+  auto down = m.detect_failures(t0 + 5s, std::chrono::duration_cast<sluice::clock_duration>(3s));
+  REQUIRE(down.size() == 1);
+  CHECK(down[0] == b);
+  REQUIRE(m.join(a, "a", "h:1", 13, 100, t0 + 6s));
+  CHECK(m.is_up(a));
+}
+
+TEST_CASE("placement: local-first prefers the caller's owner, random spreads, full owners are skipped") {
+  sluice::rng r{1};
+  std::vector<sluice::master::placement_candidate> up{{a, 100}, {b, 100}, {c, 0}};
+  auto local = sluice::master::choose_owner(sluice::placement_policy::local_first, b, up, 10, r);
+  CHECK(local == std::optional<node_id>{b});
+  auto fallback = sluice::master::choose_owner(sluice::placement_policy::local_first, c, up, 10, r);
+  REQUIRE(fallback.has_value());
+  CHECK(*fallback != c);
+  int seen_a = 0, seen_b = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto pick = sluice::master::choose_owner(sluice::placement_policy::random, a, up, 10, r);
+    REQUIRE(pick.has_value());
+    CHECK(*pick != c);
+    (*pick == a ? seen_a : seen_b)++;
+  }
+  CHECK(seen_a > 50);
+  CHECK(seen_b > 50);
+  CHECK_FALSE(sluice::master::choose_owner(sluice::placement_policy::random, a, up, 1000, r).has_value());
+}

@@ -1,0 +1,154 @@
+// Multi-process tests: real `sluice` processes on loopback, free ports,
+// driven through the public client API and the launcher.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "sluice/client.hpp"
+#include "tests/support/process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::test::process;
+
+const std::string sluice_bin = SLUICE_BINARY;
+
+/// A `sluice` node process whose first stdout line names its address.
+struct node_proc {
+  std::unique_ptr<process> proc;
+  std::string address;
+};
+
+node_proc start_node(std::vector<std::string> args) {
+  node_proc n;
+  n.proc = std::make_unique<process>(sluice_bin, std::move(args), sluice::test::temp_path("node.log"));
+  auto line = n.proc->read_line(10s);
+  REQUIRE_MESSAGE(line.has_value(), "the node printed no address line");
+  n.address = sluice::test::address_in(*line);
+  REQUIRE_MESSAGE(!n.address.empty(), "no address in: " << *line);
+  return n;
+}
+
+std::unique_ptr<sluice::client> connect(const std::string& address) {
+  auto c = sluice::client::connect(address);
+  REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
+  return std::move(*c);
+}
+
+/// Polls status through `c` until `pred` holds (or 10 s pass).
+template <class Pred>
+sluice::cluster_status await_status(sluice::client& c, Pred pred) {
+  auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (true) {
+    auto s = c.status();
+    if (s && pred(*s)) return *s;
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < give_up,
+                    "status never reached the expected state: "
+                        << (s ? std::to_string(s->members.size()) + " members" : s.error().to_string()));
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+std::size_t count_up(const sluice::cluster_status& s) {
+  std::size_t n = 0;
+  for (auto& m : s.members) n += m.up ? 1 : 0;
+  return n;
+}
+
+std::string pattern(std::size_t size, char seed) {
+  std::string s(size, '\0');
+  for (std::size_t i = 0; i < size; ++i) s[i] = static_cast<char>(seed + i * 7 % 251);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: a value put through one owner is read through another and a killed owner's keys fail typed") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner_a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+
+  auto a = connect(owner_a.address);
+  auto b = connect(owner_b.address);
+  await_status(*b, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+
+  // Put through A, get through B: B fetches the bytes from A.
+  auto value = pattern(1 << 20, 'a');
+  auto v1 = a->put("shared/key", value);
+  REQUIRE_MESSAGE(v1.ok(), (v1 ? "" : v1.error().to_string()));
+  auto got = b->get("shared/key");
+  REQUIRE_MESSAGE(got.ok(), (got ? "" : got.error().to_string()));
+  CHECK(got->str() == value);
+  CHECK(got->version() == *v1);
+  CHECK(b->exists("shared/key").value());
+
+  // Delete through A; B sees it gone.
+  CHECK(a->remove("shared/key").value());
+  auto gone = b->get("shared/key");
+  CHECK(gone.code() == sluice::errc::not_found);
+  CHECK_FALSE(b->exists("shared/key").value());
+  CHECK_FALSE(a->remove("shared/key").value());
+
+  // A key that only A holds, then A dies without warning.
+  REQUIRE(a->put("only/on/a", "precious").ok());
+  REQUIRE(b->get("only/on/a").value().str() == "precious");
+  owner_a.proc->signal(SIGKILL);
+  owner_a.proc->wait(5s);
+
+  auto s = await_status(*b, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  bool a_down = false;
+  for (auto& m : s.members) a_down |= m.address == owner_a.address && !m.up;
+  CHECK(a_down);
+
+  // The master reports A down through the launcher too.
+  auto cli = sluice::test::run(sluice_bin, {"status", "--connect", master.address, "--json"});
+  REQUIRE(cli.exit_code == 0);
+  auto json = nlohmann::json::parse(cli.out);
+  bool reported_down = false;
+  for (auto& m : json["members"]) {
+    if (m["address"] == owner_a.address) reported_down = m["state"] == "down";
+  }
+  CHECK(reported_down);
+
+  // A's key: a typed error, never bytes.
+  auto lost = b->get("only/on/a");
+  REQUIRE_FALSE(lost.ok());
+  CHECK(lost.code() == sluice::errc::unavailable);
+  CHECK(b->exists("only/on/a").code() == sluice::errc::unavailable);
+
+  // B keeps serving new keys.
+  REQUIRE(b->put("after/failure", "still here").ok());
+  CHECK(b->get("after/failure").value().str() == "still here");
+}
+
+TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
+  auto up = start_node({"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"});
+  auto file = sluice::test::temp_path("value");
+  {
+    std::FILE* f = std::fopen(file.c_str(), "wb");
+    std::fputs("from a file\n", f);
+    std::fclose(f);
+  }
+  auto put = sluice::test::run(sluice_bin, {"kv", "put", "k", file, "--connect", up.address});
+  CHECK_MESSAGE(put.exit_code == 0, put.err);
+  auto get = sluice::test::run(sluice_bin, {"kv", "get", "k", "--connect", up.address});
+  CHECK(get.exit_code == 0);
+  CHECK(get.out == "from a file\n");
+  auto exists = sluice::test::run(sluice_bin, {"kv", "exists", "k", "--connect", up.address});
+  CHECK(exists.out == "yes\n");
+  auto rm = sluice::test::run(sluice_bin, {"kv", "rm", "k", "--connect", up.address});
+  CHECK(rm.exit_code == 0);
+  auto again = sluice::test::run(sluice_bin, {"kv", "get", "k", "--connect", up.address});
+  CHECK(again.exit_code == 1);
+  CHECK(again.err.find("not_found") != std::string::npos);
+  std::remove(file.c_str());
+
+  // SIGTERM stops the node cleanly.
+  up.proc->signal(SIGTERM);
+  CHECK(up.proc->wait(10s) == std::optional<int>{0});
+}

@@ -1,0 +1,91 @@
+// The launcher's handling of bad input: wrong flags, bad config files,
+// unreachable nodes. Each must print a clear error and exit non-zero.
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+
+#include "tests/support/process.hpp"
+
+namespace {
+
+const std::string sluice_bin = SLUICE_BINARY;
+
+std::string write_file(const std::string& text) {
+  auto path = sluice::test::temp_path("config.toml");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("launcher: --help works for every command") {
+  for (auto args : std::vector<std::vector<std::string>>{
+           {"--help"}, {"up", "--help"}, {"master", "--help"}, {"owner", "--help"},
+           {"kv", "--help"}, {"kv", "put", "--help"}, {"kv", "get", "--help"},
+           {"kv", "rm", "--help"}, {"status", "--help"}}) {
+    auto r = sluice::test::run(sluice_bin, args);
+    CHECK_MESSAGE(r.exit_code == 0, args.front());
+    CHECK(contains(r.out, "Usage"));
+  }
+}
+
+TEST_CASE("launcher: an unknown flag is rejected with exit code 2") {
+  auto r = sluice::test::run(sluice_bin, {"master", "--listne", "127.0.0.1:0"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "--listne"));
+}
+
+TEST_CASE("launcher: a command without its required argument is rejected") {
+  auto r = sluice::test::run(sluice_bin, {"kv", "get"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "KEY"));
+}
+
+TEST_CASE("launcher: a config file with an unknown key is rejected before the node starts") {
+  auto path = write_file("[owner]\ncapactiy = \"1GiB\"\n");
+  auto r = sluice::test::run(sluice_bin, {"master", "--config", path, "--listen", "127.0.0.1:0"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "owner.capactiy"));
+  CHECK(contains(r.err, "capacity"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("launcher: a config file with a bad size is rejected") {
+  auto path = write_file("[owner]\ncapacity = \"lots\"\n");
+  auto r = sluice::test::run(sluice_bin, {"up", "--config", path, "--listen", "127.0.0.1:0",
+                                          "--master-listen", "127.0.0.1:0"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "owner.capacity"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("launcher: a missing config file is rejected") {
+  auto r = sluice::test::run(sluice_bin, {"master", "--config", "/nonexistent/sluice.toml"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "/nonexistent/sluice.toml"));
+}
+
+TEST_CASE("launcher: an owner without a master address is told what to give") {
+  auto r = sluice::test::run(sluice_bin, {"owner", "--listen", "127.0.0.1:0"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "--master"));
+}
+
+TEST_CASE("launcher: kv against an address where nothing listens fails with unavailable") {
+  auto r = sluice::test::run(sluice_bin, {"kv", "get", "k", "--connect", "127.0.0.1:1", "--timeout-ms", "2000"});
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.err, "unavailable"));
+}
+
+TEST_CASE("launcher: an unparsable listen address is rejected") {
+  auto r = sluice::test::run(sluice_bin, {"master", "--listen", "not-an-address"});
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "not-an-address"));
+}

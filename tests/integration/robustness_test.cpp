@@ -1,0 +1,153 @@
+// A node survives hostile bytes on its port: garbage, half frames, lying
+// headers, malformed envelopes. Each bad link is closed; the node keeps
+// serving everyone else and loses nothing it committed.
+
+#include <doctest/doctest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "runtime/rng.hpp"
+#include "runtime/wire/codec.hpp"
+#include "sluice/client.hpp"
+#include "tests/support/process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string sluice_bin = SLUICE_BINARY;
+
+/// A raw TCP connection to host:port.
+class raw_socket {
+ public:
+  explicit raw_socket(const std::string& address) {
+    auto colon = address.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+    inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr);
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  }
+  ~raw_socket() { ::close(fd_); }
+  void send(const void* data, std::size_t size) {
+    // The node may close the link half way through; that is the point.
+    (void)::send(fd_, data, size, MSG_NOSIGNAL);
+  }
+  void send(const std::string& bytes) { send(bytes.data(), bytes.size()); }
+  /// True when the peer closed the connection within `timeout`.
+  bool closed_by_peer(std::chrono::milliseconds timeout) {
+    timeval tv{static_cast<time_t>(timeout.count() / 1000),
+               static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    while (true) {
+      auto n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0) return true;
+      if (n < 0) return errno == ECONNRESET;
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string bytes_of(const sluice::wire::outbound_frame& f) {
+  auto flat = sluice::wire::flatten(f);
+  return {reinterpret_cast<const char*>(flat.data()), flat.size()};
+}
+
+std::string hello_frame() {
+  sluice::wire::envelope env;
+  env.source = sluice::node_id{42};
+  env.body = sluice::wire::hello{sluice::role::client, sluice::wire::protocol_version, "raw", ""};
+  return bytes_of(sluice::wire::encode(env));
+}
+
+void attack(const std::string& address) {
+  {  // random garbage
+    raw_socket s{address};
+    sluice::rng r{7};
+    std::string junk(4096, '\0');
+    for (auto& c : junk) c = static_cast<char>(r.next());
+    s.send(junk);
+    CHECK(s.closed_by_peer(5s));
+  }
+  {  // half a frame, then silence: the node waits, then we hang up
+    raw_socket s{address};
+    auto frame = hello_frame();
+    s.send(frame.data(), frame.size() / 2);
+  }
+  {  // a header that announces an enormous payload
+    raw_socket s{address};
+    sluice::wire::frame_header h{sluice::wire::frame_version, 0, 8, 1ULL << 50};
+    auto bytes = sluice::wire::encode_frame_header(h);
+    s.send(bytes.data(), bytes.size());
+    CHECK(s.closed_by_peer(5s));
+  }
+  {  // a well-framed envelope whose Cap'n Proto content is junk
+    raw_socket s{address};
+    sluice::wire::frame_header h{sluice::wire::frame_version, 0, 64, 0};
+    auto header = sluice::wire::encode_frame_header(h);
+    std::string frame(reinterpret_cast<const char*>(header.data()), header.size());
+    frame += std::string(64, '\xff');
+    s.send(frame);
+    CHECK(s.closed_by_peer(5s));
+  }
+  {  // a proper hello, then a request with no frame around it
+    raw_socket s{address};
+    s.send(hello_frame());
+    s.send(std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    CHECK(s.closed_by_peer(5s));
+  }
+  {  // a request before any hello
+    raw_socket s{address};
+    sluice::wire::envelope env;
+    env.request_id = 1;
+    env.deadline_us = 1'000'000;
+    env.body = sluice::wire::kv_get{"k"};
+    s.send(bytes_of(sluice::wire::encode(env)));
+    CHECK(s.closed_by_peer(5s));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("robustness: garbage and half frames close only their own links and the node keeps serving") {
+  sluice::test::process up{sluice_bin,
+                           {"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"},
+                           sluice::test::temp_path("up.log")};
+  auto first = up.read_line(10s);
+  auto second = up.read_line(10s);
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  auto owner = sluice::test::address_in(*first);
+  auto master = sluice::test::address_in(*second);
+
+  auto c = sluice::client::connect(owner);
+  REQUIRE(c.ok());
+  REQUIRE((*c)->put("before", "committed").ok());
+
+  attack(owner);
+  attack(master);
+
+  // The node is alive, the committed value intact, and new work succeeds.
+  CHECK_FALSE(up.wait(100ms).has_value());
+  auto before = (*c)->get("before");
+  REQUIRE(before.ok());
+  CHECK(before->str() == "committed");
+  auto fresh = sluice::client::connect(owner);
+  REQUIRE(fresh.ok());
+  REQUIRE((*fresh)->put("after", "works").ok());
+  CHECK((*fresh)->get("after").value().str() == "works");
+  auto status = (*fresh)->status();
+  REQUIRE(status.ok());
+  REQUIRE(status->members.size() == 1);
+  CHECK(status->members.front().up);
+}
