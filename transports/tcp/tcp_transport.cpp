@@ -1,7 +1,5 @@
 #include "transports/tcp/tcp_transport.hpp"
 
-#include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -13,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -21,6 +18,7 @@
 #include <system_error>
 
 #include "runtime/assert.hpp"
+#include "transports/tcp/tcp_address.hpp"
 
 namespace sluice::transport {
 namespace {
@@ -57,98 +55,6 @@ void set_no_delay(int fd) noexcept {
   int one = 1;
   // Frames are whole messages; Nagle would only add latency to them.
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-struct endpoint {
-  sockaddr_storage address{};
-  socklen_t length = 0;
-  const sockaddr* raw() const noexcept { return reinterpret_cast<const sockaddr*>(&address); }
-};
-
-struct host_port {
-  std::string host;
-  std::uint16_t port = 0;
-};
-
-// "host:port" or "[v6]:port" → parts; nullopt when it does not parse.
-std::optional<host_port> split_host_port(std::string_view text) {
-  std::string_view host;
-  std::string_view port;
-  if (text.starts_with('[')) {
-    auto close = text.find(']');
-    if (close == std::string_view::npos || text.substr(close + 1, 1) != ":") return std::nullopt;
-    host = text.substr(1, close - 1);
-    port = text.substr(close + 2);
-  } else {
-    auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return std::nullopt;
-    host = text.substr(0, colon);
-    port = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) return std::nullopt;  // IPv6 needs brackets
-  }
-  unsigned value = 0;
-  auto [end, code] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (host.empty() || port.empty() || code != std::errc{} || end != port.data() + port.size() ||
-      value > 65535) {
-    return std::nullopt;
-  }
-  return host_port{std::string{host}, static_cast<std::uint16_t>(value)};
-}
-
-std::optional<endpoint> numeric_endpoint(const host_port& where) {
-  const std::string host = where.host == "localhost" ? "127.0.0.1" : where.host;
-  endpoint out;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&out.address);
-  if (::inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(where.port);
-    out.length = sizeof(sockaddr_in);
-    return out;
-  }
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.address);
-  if (::inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(where.port);
-    out.length = sizeof(sockaddr_in6);
-    return out;
-  }
-  return std::nullopt;
-}
-
-// Numeric hosts resolve in place; names go through getaddrinfo (blocking).
-result<endpoint> resolve(std::string_view address) {
-  auto where = split_host_port(address);
-  if (!where) {
-    return fail(errc::invalid_argument, "cannot parse address '" + std::string{address} +
-                                            "'; write host:port, e.g. 127.0.0.1:7070 or [::1]:7070");
-  }
-  if (auto numeric = numeric_endpoint(*where)) return *numeric;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  int code = ::getaddrinfo(where->host.c_str(), std::to_string(where->port).c_str(), &hints, &found);
-  if (code != 0 || found == nullptr) {
-    return fail(errc::unavailable, "cannot resolve host '" + where->host + "': " + ::gai_strerror(code));
-  }
-  endpoint out;
-  std::memcpy(&out.address, found->ai_addr, found->ai_addrlen);
-  out.length = found->ai_addrlen;
-  ::freeaddrinfo(found);
-  return out;
-}
-
-std::string format_endpoint(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (address.ss_family == AF_INET6) {
-    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
-    ::inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
-    return "[" + std::string{text} + "]:" + std::to_string(ntohs(v6->sin6_port));
-  }
-  const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
-  ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-  return std::string{text} + ":" + std::to_string(ntohs(v4->sin_port));
 }
 
 error connect_error(const std::string& peer, int code) {
@@ -212,7 +118,7 @@ struct tcp_transport::connection {
   bool noticed = false;  // guarded by tcp_transport::notices_mutex_
 
   // I/O thread only.
-  std::optional<endpoint> target;  // outbound links
+  std::optional<socket_address> target;  // outbound links
   bool connect_started = false;
   bool awaiting_connect = false;
   bool gone = false;  // dropped and reported
@@ -291,7 +197,7 @@ result<std::string> tcp_transport::listen(std::string_view address) {
     ::close(fd);
     return fail(errc::unavailable, "cannot listen on " + std::string{address} + ": " + system_text(code));
   }
-  std::string name = format_endpoint(bound);
+  std::string name = format_address(bound);
   {
     std::lock_guard guard{mutex_};
     std::optional<error> refused;
@@ -593,7 +499,7 @@ void tcp_transport::on_accept_ready(std::size_t index) {
       }
       return;
     }
-    adopt(fd, format_endpoint(from));
+    adopt(fd, format_address(from));
   }
 }
 
@@ -636,7 +542,7 @@ void tcp_transport::adopt(int fd, std::string peer) {
 
 void tcp_transport::start_connect(const connection_ptr& c) {
   c->connect_started = true;
-  const endpoint& to = *c->target;
+  const socket_address& to = *c->target;
   int fd = ::socket(to.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     drop(c, connect_error(c->peer, errno), false);
