@@ -1,5 +1,7 @@
 #include "transports/network.hpp"
 
+#include <fmt/format.h>
+
 namespace sluice::transport {
 
 address_parts split_address(std::string_view address) {
@@ -58,7 +60,7 @@ result<link_id> network::connect(std::string_view address) {
 
 result<void> network::send(link_id link, wire::outbound_frame frame) {
   auto* t = by_link(link);
-  if (t == nullptr) return fail(errc::unavailable, "no transport owns link " + std::to_string(link));
+  if (t == nullptr) return fail(errc::unavailable, fmt::format("no transport owns link {:#x}", link));
   return t->send(link, std::move(frame));
 }
 

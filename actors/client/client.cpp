@@ -37,7 +37,8 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
   auto& st = self->state;
   st.owner_address = deps.owner_address;
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("client"),
-                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); });
+                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
+                deps.faults);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
         self->state.ep->link_up(link, peer);
@@ -55,7 +56,10 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](api_atom, api_call& call) { on_call(self, call); },
-      [self](stop_atom) { self->quit(); },
+      [self](stop_atom) {
+        self->quit();
+        return true;
+      },
   };
 }
 

@@ -31,6 +31,8 @@ struct client_deps {
   std::string owner_address;
   /// The node's transports. REQUIRES: outlives the actor.
   transport::transport* net = nullptr;
+  /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
+  fault_sites* faults = nullptr;
 };
 
 client_actor spawn_client(caf::actor_system& sys, client_deps deps);

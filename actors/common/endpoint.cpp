@@ -10,13 +10,19 @@ std::uint64_t remaining_us(clock_time now, clock_time deadline) {
   return us < 1 ? 1 : static_cast<std::uint64_t>(us);
 }
 
+clock_duration timer_delay(fault_sites* faults, clock_duration delay) {
+  if (SLUICE_BUGGIFY(faults)) return delay * 3 + std::chrono::milliseconds{250};
+  return delay;
+}
+
 endpoint::endpoint(caf::local_actor* self, transport::transport& net, identity me,
-                   logger_ptr log, sweep_scheduler schedule_sweep)
+                   logger_ptr log, sweep_scheduler schedule_sweep, fault_sites* faults)
     : self_(self),
       net_(net),
       me_(std::move(me)),
       log_(std::move(log)),
-      schedule_sweep_(std::move(schedule_sweep)) {}
+      schedule_sweep_(std::move(schedule_sweep)),
+      faults_(faults) {}
 
 void endpoint::link_up(transport::link_id link, const std::string& peer_address) {
   auto [it, inserted] = peers_.try_emplace(link);
@@ -125,6 +131,8 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
   pending_.emplace(id, pending_request{link, deadline, std::move(on_reply)});
   deadlines_.emplace(deadline, id);
   arm_sweep(deadline);
+  // Fault site: the request is lost on the way; the deadline catches it.
+  if (SLUICE_BUGGIFY(faults_)) return;
   auto sent = net_.send(link, wire::encode(env, std::move(payload)));
   if (!sent) finish(id, std::move(sent).error());
 }
@@ -176,6 +184,10 @@ std::optional<transport::link_id> endpoint::link_to(node_id id) const {
 }
 
 void endpoint::send_envelope(transport::link_id link, wire::envelope env, shared_bytes payload) {
+  // Fault site: a reply or notification is lost on the way. Hellos always
+  // go out: a link whose greeting is lost is simply broken, and breaking
+  // links is the network's job in the simulator.
+  if (!std::holds_alternative<wire::hello>(env.body) && SLUICE_BUGGIFY(faults_)) return;
   auto sent = net_.send(link, wire::encode(env, std::move(payload)));
   if (!sent) {
     log_->debug("link {:#x}: {} not sent: {}", link, wire::body_name(env.body),

@@ -19,6 +19,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/buggify.hpp"
 #include "runtime/log.hpp"
 #include "runtime/wire/messages.hpp"
 #include "transports/transport.hpp"
@@ -67,10 +68,10 @@ class endpoint {
   /// Asks the owning actor to send itself a sweep_atom after `delay`.
   using sweep_scheduler = std::function<void(clock_duration delay)>;
 
-  /// `self` and `net` must outlive the endpoint (both are owned by the
-  /// node that owns the actor).
+  /// `self`, `net` and `faults` (when not null) must outlive the endpoint
+  /// (the node that owns the actor owns them).
   endpoint(caf::local_actor* self, transport::transport& net, identity me, logger_ptr log,
-           sweep_scheduler schedule_sweep);
+           sweep_scheduler schedule_sweep, fault_sites* faults = nullptr);
 
   // --- link events, forwarded by the actor's handlers ----------------------
 
@@ -106,6 +107,7 @@ class endpoint {
   clock_time now() const { return self_->clock().now(); }
   const identity& me() const { return me_; }
   const logger_ptr& log() const { return log_; }
+  fault_sites* faults() const { return faults_; }
   std::size_t pending_count() const { return pending_.size(); }
 
  private:
@@ -126,12 +128,17 @@ class endpoint {
   identity me_;
   logger_ptr log_;
   sweep_scheduler schedule_sweep_;
+  fault_sites* faults_;
   std::map<transport::link_id, peer_info> peers_;
   std::map<std::uint64_t, pending_request> pending_;
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
   std::optional<clock_time> sweep_at_;
   std::uint64_t next_request_id_ = 1;
 };
+
+/// `delay`, or (at a fault site) a good deal more: timers in the real world
+/// fire late when a machine is loaded.
+clock_duration timer_delay(fault_sites* faults, clock_duration delay);
 
 /// The reply's body as T; the error the reply carried; or `protocol` when
 /// the peer answered with another kind of message.

@@ -8,6 +8,7 @@ std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, n
                                    clock_time expires) {
   auto version = next_version_++;
   pending_.emplace(version, pending_entry{key, size, holder, expires});
+  usage_[holder].pending_bytes += size;
   return version;
 }
 
@@ -23,7 +24,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
                                             " does not match its pending put");
   }
   auto size = it->second.size;
-  pending_.erase(it);
+  forget_pending(it);
 
   commit_outcome out;
   out.version = version;
@@ -48,14 +49,26 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   return out;
 }
 
-bool directory::abort(std::uint64_t version) { return pending_.erase(version) > 0; }
+void directory::forget_pending(std::map<std::uint64_t, pending_entry>::iterator it) {
+  auto& u = usage_[it->second.holder];
+  SLUICE_ASSERT(u.pending_bytes >= it->second.size);
+  u.pending_bytes -= it->second.size;
+  pending_.erase(it);
+}
+
+bool directory::abort(std::uint64_t version) {
+  auto it = pending_.find(version);
+  if (it == pending_.end()) return false;
+  forget_pending(it);
+  return true;
+}
 
 std::vector<stale_version> directory::expire(clock_time now) {
   std::vector<stale_version> out;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.expires <= now) {
       out.push_back({it->second.holder, it->second.key, it->first});
-      it = pending_.erase(it);
+      forget_pending(it++);
     } else {
       ++it;
     }

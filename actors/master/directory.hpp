@@ -77,15 +77,18 @@ class directory {
   std::uint64_t pending_count() const noexcept { return pending_.size(); }
 
   struct holder_usage {
-    std::uint64_t objects = 0;
-    std::uint64_t bytes = 0;
+    std::uint64_t objects = 0;        ///< committed
+    std::uint64_t bytes = 0;          ///< committed
+    std::uint64_t pending_bytes = 0;  ///< placed, not yet committed
   };
-  /// Committed objects and bytes per holder.
+  /// Usage per holder, as the directory sees it.
   holder_usage usage_of(node_id holder) const;
 
  private:
   std::unordered_map<std::string, object_entry> objects_;
   std::map<std::uint64_t, pending_entry> pending_;  // by version
+  void forget_pending(std::map<std::uint64_t, pending_entry>::iterator it);
+
   std::map<node_id, holder_usage> usage_;
   std::uint64_t next_version_ = 1;
 };

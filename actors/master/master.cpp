@@ -86,7 +86,10 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
   std::vector<master::placement_candidate> candidates;
   for (auto id : st.members.up_owners()) {
     auto* m = st.members.find(id);
-    auto used = st.dir.usage_of(id).bytes;
+    // Puts placed but not yet committed count too, or a burst of puts
+    // would all pick the same owner and fail when they store.
+    auto usage = st.dir.usage_of(id);
+    auto used = usage.bytes + usage.pending_bytes;
     candidates.push_back({id, m->capacity_bytes > used ? m->capacity_bytes - used : 0});
   }
   if (candidates.empty()) {
@@ -153,6 +156,11 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::place& p) { on_place(self, ctx, p); },
           [&](const wire::commit& c) { on_commit(self, ctx, c); },
           [&](const wire::abort_put& a) { st.dir.abort(a.version); },
+          [&](const wire::leave&) {
+            if (st.members.leave(ctx.source)) {
+              st.ep->log()->info("{} left", describe_owner(*st.members.find(ctx.source)));
+            }
+          },
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::cluster_status&) { st.ep->reply(ctx, status_of(st)); },
@@ -175,7 +183,8 @@ void on_tick(self_ptr self) {
                        format_duration(st.cfg.heartbeat_timeout));
   }
   for (auto& s : st.dir.expire(now)) tell_drop(self, s);
-  self->delayed_send(self, st.cfg.heartbeat_interval, tick_atom::value);
+  auto interval = std::chrono::duration_cast<clock_duration>(st.cfg.heartbeat_interval);
+  self->delayed_send(self, timer_delay(st.ep->faults(), interval), tick_atom::value);
 }
 
 master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
@@ -183,7 +192,8 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
-                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); });
+                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
+                deps.faults);
   self->delayed_send(self, st.cfg.heartbeat_interval, tick_atom::value);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
@@ -204,7 +214,10 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](tick_atom) { on_tick(self); },
-      [self](stop_atom) { self->quit(); },
+      [self](stop_atom) {
+        self->quit();
+        return true;
+      },
   };
 }
 

@@ -19,6 +19,8 @@ struct master_deps {
   master_section config;
   /// The node's transports. REQUIRES: outlives the actor.
   transport::transport* net = nullptr;
+  /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
+  fault_sites* faults = nullptr;
   std::uint64_t seed = 1;
 };
 

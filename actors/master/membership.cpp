@@ -31,6 +31,14 @@ bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t o
   return true;
 }
 
+bool membership::leave(node_id id) {
+  auto it = members_.find(id);
+  if (it == members_.end() || it->second.state != wire::member_state::up) return false;
+  it->second.state = wire::member_state::down;
+  it->second.down_reason = "left";
+  return true;
+}
+
 std::optional<node_id> membership::link_lost(transport::link_id link) {
   for (auto& [id, m] : members_) {
     if (m.link == link && m.state == wire::member_state::up) {

@@ -45,6 +45,10 @@ class membership {
   /// must register again).
   bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now);
 
+  /// Marks a member down because it said it is stopping; false when it
+  /// was not up.
+  bool leave(node_id id);
+
   /// Marks down the member reached over `link`; returns it if it was up.
   std::optional<node_id> link_lost(transport::link_id link);
 

@@ -24,6 +24,9 @@ struct owner_state {
   std::optional<transport::link_id> master_link;
   bool registered = false;
   bool reconnect_armed = false;
+  /// A warning about the master being unreachable was logged since the
+  /// last registration.
+  bool master_warned = false;
   clock_duration heartbeat_interval = std::chrono::milliseconds{500};
   /// Links this owner opened to other owners, until they are greeted.
   std::map<node_id, transport::link_id> dialing;
@@ -47,7 +50,8 @@ void schedule_reconnect(self_ptr self) {
   auto& st = self->state;
   if (st.reconnect_armed) return;
   st.reconnect_armed = true;
-  self->delayed_send(self, st.cfg.reconnect_interval, reconnect_atom::value);
+  auto interval = std::chrono::duration_cast<clock_duration>(st.cfg.reconnect_interval);
+  self->delayed_send(self, timer_delay(st.ep->faults(), interval), reconnect_atom::value);
 }
 
 void register_with_master(self_ptr self) {
@@ -61,15 +65,20 @@ void register_with_master(self_ptr self) {
     auto r = reply_body<wire::register_owner_reply>(reply);
     if (r && r->heartbeat_interval_us == 0) r = error{errc::protocol, "heartbeat interval 0"};
     if (!r) {
-      st.ep->log()->warn("registration with the master failed: {}", r.error().to_string());
+      // A lost link is reported (once) by on_link_down; anything else is
+      // worth a line of its own.
+      if (r.code() != errc::unavailable) {
+        st.ep->log()->warn("registration with the master failed: {}", r.error().to_string());
+      }
       st.ep->close(link);
       return;
     }
     bool first = !st.registered;
     st.registered = true;
+    st.master_warned = false;
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
-    if (first) self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+    if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }
 
@@ -77,7 +86,7 @@ void connect_master(self_ptr self) {
   auto& st = self->state;
   auto link = st.ep->connect(st.cfg.master);
   if (!link) {
-    st.ep->log()->warn("cannot reach the master at {}: {}", st.cfg.master, link.error().to_string());
+    st.ep->log()->debug("cannot reach the master at {}: {}", st.cfg.master, link.error().to_string());
     schedule_reconnect(self);
     return;
   }
@@ -100,7 +109,7 @@ void on_tick(self_ptr self) {
       register_with_master(self);
     }
   });
-  self->delayed_send(self, st.heartbeat_interval, tick_atom::value);
+  self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
 }
 
 // --- other owners -------------------------------------------------------
@@ -131,16 +140,27 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                       clock_time deadline, std::function<void(result<std::uint64_t>)> done) {
   auto& st = self->state;
   auto size = value.size();
-  if (auto stored = st.store->put(key, version, std::move(value)); !stored) {
+  // Fault site: the write to the store fails.
+  auto stored = SLUICE_BUGGIFY(st.ep->faults())
+                    ? result<void>{error{errc::unavailable, "the owner's store failed the write"}}
+                    : st.store->put(key, version, std::move(value));
+  if (!stored) {
     if (st.master_link) st.ep->notify(*st.master_link, wire::abort_put{key, version});
     done(stored.error());
     return;
   }
   ask_master(self, wire::commit{key, version, size}, deadline,
              [self, key, version, done](result<wire::message> reply) {
-               if (!reply) {
-                 self->state.store->drop(key, version);
-                 done(std::move(reply).error());
+               auto ok = reply_body<wire::ok_reply>(reply);
+               if (!ok) {
+                 // A refused commit will never be visible: free it now. A
+                 // commit whose answer was lost may have happened; keep the
+                 // bytes, and the master tells us to drop them if not.
+                 auto code = ok.code();
+                 if (code != errc::timeout && code != errc::unavailable) {
+                   self->state.store->drop(key, version);
+                 }
+                 done(std::move(ok).error());
                  return;
                }
                done(version);
@@ -273,8 +293,11 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   st.ep->link_down(link, reason);
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
   if (st.master_link == link) {
-    st.ep->log()->warn("lost the master: {}; retrying every {}", reason.to_string(),
-                       format_duration(st.cfg.reconnect_interval));
+    // Say it once when the master goes away, not on every failed retry.
+    auto level = st.master_warned ? spdlog::level::debug : spdlog::level::warn;
+    st.master_warned = true;
+    st.ep->log()->log(level, "no link to the master at {}: {}; retrying every {}", st.cfg.master,
+                      reason.to_string(), format_duration(st.cfg.reconnect_interval));
     st.master_link.reset();
     st.registered = false;
     schedule_reconnect(self);
@@ -286,7 +309,8 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.cfg = deps.config;
   st.store = std::move(deps.store);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
-                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); });
+                [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
+                deps.faults);
   connect_master(self);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
@@ -306,7 +330,12 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
         self->state.reconnect_armed = false;
         if (!self->state.master_link) connect_master(self);
       },
-      [self](stop_atom) { self->quit(); },
+      [self](stop_atom) {
+        auto& st = self->state;
+        if (st.master_link && st.registered) st.ep->notify(*st.master_link, wire::leave{});
+        self->quit();
+        return true;
+      },
   };
 }
 

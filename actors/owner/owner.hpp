@@ -24,6 +24,8 @@ struct owner_deps {
   owner_section config;
   /// The node's transports. REQUIRES: outlives the actor.
   transport::transport* net = nullptr;
+  /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
+  fault_sites* faults = nullptr;
   std::shared_ptr<object_store> store;
 };
 

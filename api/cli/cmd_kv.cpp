@@ -22,9 +22,35 @@ struct kv_flags {
   int timeout_ms = 0;  // 0: from the config, else 5 s
 };
 
+/// The key as shown in messages: long keys are cut, bytes that are not
+/// printable are escaped.
+std::string shown(const std::string& key) {
+  constexpr std::size_t shown_max = 64;
+  std::string out;
+  for (std::size_t i = 0; i < key.size() && i < shown_max; ++i) {
+    auto c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\x%02x", c);
+      out += esc;
+    }
+  }
+  if (key.size() > shown_max) out += "... (" + std::to_string(key.size()) + " bytes)";
+  return out;
+}
+
+/// An operation that failed with a typed error: exit 1.
 int report(std::string_view what, const std::string& key, const error& e) {
-  std::cerr << "sluice kv " << what << " '" << key << "': " << e.to_string() << "\n";
-  return e.code() == errc::invalid_argument ? exit_usage : exit_failed;
+  std::cerr << "sluice kv " << what << " '" << shown(key) << "': " << e.to_string() << "\n";
+  return exit_failed;
+}
+
+/// A problem with what the user asked for locally (a file, a config): exit 2.
+int usage(std::string_view what, const error& e) {
+  std::cerr << "sluice kv " << what << ": " << e.message() << "\n";
+  return exit_usage;
 }
 
 result<std::unique_ptr<client>> open(const kv_flags& f) {
@@ -44,12 +70,12 @@ result<std::string> read_source(const std::string& source) {
 
 int run_put(const kv_flags& f) {
   auto bytes = read_source(f.source);
-  if (!bytes) return report("put", f.key, bytes.error());
+  if (!bytes) return usage("put", bytes.error());
   auto c = open(f);
   if (!c) return report("put", f.key, c.error());
   auto version = (*c)->put(f.key, *bytes);
   if (!version) return report("put", f.key, version.error());
-  std::cerr << "put '" << f.key << "': " << bytes->size() << " bytes, version " << *version << "\n";
+  std::cerr << "put '" << shown(f.key) << "': " << bytes->size() << " bytes, version " << *version << "\n";
   return exit_ok;
 }
 
@@ -65,7 +91,7 @@ int run_get(const kv_flags& f) {
   }
   std::ofstream out{f.output, std::ios::binary};
   out.write(reinterpret_cast<const char*>(v->data()), static_cast<std::streamsize>(v->size()));
-  if (!out) return report("get", f.key, error{errc::invalid_argument, "cannot write '" + f.output + "'"});
+  if (!out) return usage("get", error{errc::invalid_argument, "cannot write '" + f.output + "'"});
   return exit_ok;
 }
 
@@ -75,7 +101,7 @@ int run_rm(const kv_flags& f) {
   auto existed = (*c)->remove(f.key);
   if (!existed) return report("rm", f.key, existed.error());
   if (!*existed) return report("rm", f.key, error{errc::not_found, "key has no committed version"});
-  std::cerr << "removed '" << f.key << "'\n";
+  std::cerr << "removed '" << shown(f.key) << "'\n";
   return exit_ok;
 }
 
@@ -94,7 +120,7 @@ CLI::App* add_kv_subcommand(CLI::App& kv, const char* name, const char* help, kv
   cmd->add_option("--connect", f.connect, "The owner's HOST:PORT")->capture_default_str();
   cmd->add_option("--timeout-ms", f.timeout_ms,
                   "Deadline of the call in milliseconds (default: [client] request_timeout, 5 s)")
-      ->check(CLI::Range(1, 3'600'000));
+      ->check(CLI::Range(1, 300'000));
   cmd->add_option("--config", f.config, "TOML configuration file ([client] section)")
       ->check(CLI::ExistingFile);
   return cmd;

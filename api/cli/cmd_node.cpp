@@ -16,6 +16,7 @@ struct node_flags {
   std::string listen;
   std::string master;
   std::string master_listen;
+  std::string advertise;
 };
 
 int fail_start(std::string_view what, const error& e) {
@@ -26,8 +27,10 @@ int fail_start(std::string_view what, const error& e) {
 int run_up(const node_flags& f) {
   local_cluster_options options;
   options.config_file = f.config;
-  options.listen = f.listen.empty() ? "127.0.0.1:7070" : f.listen;
-  options.master_listen = f.master_listen.empty() ? "127.0.0.1:7071" : f.master_listen;
+  options.listen = f.listen;
+  options.master_listen = f.master_listen;
+  options.default_listen = "127.0.0.1:7070";
+  options.default_master_listen = "127.0.0.1:7071";
   auto cluster = local_cluster::start(options);
   if (!cluster) return fail_start("up", cluster.error());
   std::cout << "sluice up: listening on " << (*cluster)->client_address()
@@ -46,11 +49,15 @@ int run_role(const node_flags& f, bool master) {
   options.config_file = f.config;
   options.listen = f.listen;
   options.master = f.master;
+  options.advertise = f.advertise;
   auto n = master ? node::start_master(options) : node::start_owner(options);
   const char* name = master ? "master" : "owner";
   if (!n) return fail_start(name, n.error());
-  std::cout << "sluice " << name << ": listening on " << (*n)->address() << " (id " << (*n)->id()
-            << ")" << std::endl;
+  std::cout << "sluice " << name << ": listening on " << (*n)->address() << " (id " << (*n)->id();
+  if ((*n)->advertised_address() != (*n)->address()) {
+    std::cout << ", reachable at " << (*n)->advertised_address();
+  }
+  std::cout << ")" << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice " << name << ": stopping" << std::endl;
   return exit_ok;
@@ -63,7 +70,7 @@ void add_node_commands(CLI::App& app, int& exit_code) {
 
   auto* up = app.add_subcommand("up", "Run a master and an owner in this process (no config needed)");
   up->add_option("--config", flags->config, "TOML configuration file")->check(CLI::ExistingFile);
-  up->add_option("--listen", flags->listen, "Where clients connect, HOST:PORT (default 127.0.0.1:7070)");
+  up->add_option("--listen", flags->listen, "Where clients connect, HOST:PORT (default: [node] listen, else 127.0.0.1:7070)");
   up->add_option("--master-listen", flags->master_listen,
                  "Where owners of other hosts reach the master (default 127.0.0.1:7071)");
   up->callback([flags, &exit_code] { exit_code = run_up(*flags); });
@@ -71,12 +78,16 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   auto* master = app.add_subcommand("master", "Run a master (control plane)");
   master->add_option("--config", flags->config, "TOML configuration file")->check(CLI::ExistingFile);
   master->add_option("--listen", flags->listen, "HOST:PORT to accept links on (default 127.0.0.1:7071)");
+  master->add_option("--advertise", flags->advertise,
+                     "HOST:PORT other nodes reach this one at (default: the listen address)");
   master->callback([flags, &exit_code] { exit_code = run_role(*flags, true); });
 
   auto* owner = app.add_subcommand("owner", "Run an owner (contributes memory, serves clients)");
   owner->add_option("--config", flags->config, "TOML configuration file")->check(CLI::ExistingFile);
   owner->add_option("--listen", flags->listen, "HOST:PORT to accept links on (default 127.0.0.1:7070)");
   owner->add_option("--master", flags->master, "The master's HOST:PORT (or [owner] master in the config)");
+  owner->add_option("--advertise", flags->advertise,
+                    "HOST:PORT other owners reach this one at (default: the listen address)");
   owner->callback([flags, &exit_code] { exit_code = run_role(*flags, false); });
 }
 

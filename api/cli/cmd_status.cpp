@@ -94,7 +94,7 @@ void add_status_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", f->json, "Print JSON instead of a table");
   cmd->add_option("--timeout-ms", f->timeout_ms,
                   "Deadline in milliseconds (default: [client] request_timeout, 5 s)")
-      ->check(CLI::Range(1, 3'600'000));
+      ->check(CLI::Range(1, 300'000));
   cmd->add_option("--config", f->config, "TOML configuration file ([client] section)")
       ->check(CLI::ExistingFile);
   cmd->callback([f, &exit_code] { exit_code = run_status(*f); });

@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   // thread's sigwait sees SIGINT/SIGTERM and nodes stop in order.
   sluice::cli::block_stop_signals();
 
-  CLI::App app{"sluice: the data-plane runtime for AI systems (KV over shared memory and TCP)",
+  CLI::App app{"sluice: a data-plane runtime for AI systems (a key-value cache across hosts)",
                "sluice"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sluice 0.1.0");

@@ -28,6 +28,7 @@ result<node_config> configure(const node_options& options) {
   if (!cfg) return cfg;
   if (!options.listen.empty()) cfg->node.listen = options.listen;
   if (!options.master.empty()) cfg->owner.master = options.master;
+  if (!options.advertise.empty()) cfg->node.advertise = options.advertise;
   if (auto ok = configure_logging(cfg->log.level); !ok) return ok.error();
   return cfg;
 }
@@ -42,6 +43,7 @@ node::node(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
 node::~node() = default;
 
 const std::string& node::address() const noexcept { return impl_->host->address(); }
+const std::string& node::advertised_address() const noexcept { return impl_->host->advertised(); }
 std::string node::id() const { return impl_->host->id().to_string(); }
 
 result<std::unique_ptr<node>> node::start_master(const node_options& options) {
@@ -80,18 +82,23 @@ const std::string& local_cluster::client_address() const noexcept { return impl_
 const std::string& local_cluster::master_address() const noexcept { return impl_->master->address(); }
 
 result<std::unique_ptr<local_cluster>> local_cluster::start(const local_cluster_options& options) {
-  auto cfg = configure({options.config_file, options.config_text, {}, {}});
+  auto cfg = configure({options.config_file, options.config_text, {}, {}, {}});
   if (!cfg) return std::move(cfg).error();
   auto state = std::make_unique<impl>();
 
   auto master_cfg = *cfg;
-  master_cfg.node.listen = options.master_listen;
+  master_cfg.node.listen =
+      options.master_listen.empty() ? options.default_master_listen : options.master_listen;
   auto master = node_host::start_master(master_cfg, {state->hub.get(), local_master_name});
   if (!master) return std::move(master).error();
   state->master = std::move(*master);
 
   auto owner_cfg = *cfg;
-  owner_cfg.node.listen = options.listen;
+  if (!options.listen.empty()) {
+    owner_cfg.node.listen = options.listen;
+  } else if (owner_cfg.node.listen.empty()) {
+    owner_cfg.node.listen = options.default_listen;
+  }
   owner_cfg.owner.master = std::string{"inproc://"} + local_master_name;
   auto owner = node_host::start_owner(owner_cfg, {state->hub.get(), local_owner_name});
   if (!owner) return std::move(owner).error();

@@ -3,12 +3,14 @@
 #include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include "actors/client/client.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "runtime/rng.hpp"
+#include "transports/tcp/tcp_address.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace sluice {
@@ -16,6 +18,8 @@ namespace {
 
 constexpr std::uint16_t tcp_tag = 1;
 constexpr std::uint16_t inproc_tag = 2;
+/// How long a stopping node waits for its role to finish saying goodbye.
+constexpr std::chrono::seconds stop_timeout{2};
 
 
 std::string node_name(const node_config& cfg, std::string_view role_name, const std::string& address) {
@@ -55,6 +59,9 @@ result<void> node_host::listen(const node_config& cfg, role r, const placement& 
   auto bound = net_->listen(address);
   if (!bound) return bound.error();
   address_ = transport::network::display(*bound);
+  advertise_ = !cfg.node.advertise.empty() ? cfg.node.advertise
+               : transport::split_address(*bound).scheme == "tcp" ? transport::reachable_address(address_)
+                                                                  : address_;
   if (where.hub != nullptr && !where.inproc_name.empty()) {
     auto named = net_->listen("inproc://" + where.inproc_name);
     if (!named) return named.error();
@@ -69,7 +76,7 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   if (auto ok = h.listen(cfg, role::master, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
   master_deps deps;
-  deps.identity = {h.id_, role::master, node_name(cfg, "master", h.address_), h.address_};
+  deps.identity = {h.id_, role::master, node_name(cfg, "master", h.advertise_), h.advertise_};
   deps.config = cfg.master;
   deps.net = h.net_.get();
   deps.seed = cfg.node.seed != 0 ? cfg.node.seed : entropy_seed();
@@ -88,7 +95,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
   owner_deps deps;
-  deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.address_), h.address_};
+  deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
   deps.net = h.net_.get();
   deps.store = std::make_shared<memory_store>(cfg.owner.capacity_bytes);
@@ -114,7 +121,14 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
 }
 
 node_host::~node_host() {
-  if (actor_) caf::anon_send(actor_, stop_atom::value);
+  if (actor_) {
+    // Let the role say goodbye (an owner tells the master it leaves)
+    // before the transports go; a role that does not answer in time is
+    // stopped anyway.
+    caf::scoped_actor self{*system_};
+    self->request(actor_, stop_timeout, stop_atom::value)
+        .receive([](bool) {}, [](const caf::error&) {});
+  }
   // No transport event may reach the sink once it is gone: stop I/O first.
   if (net_) net_->shutdown();
   actor_ = nullptr;

@@ -49,6 +49,8 @@ class node_host {
   node_id id() const noexcept { return id_; }
   /// Where the node accepts TCP links (host:port); empty for clients.
   const std::string& address() const noexcept { return address_; }
+  /// Where other nodes reach it (differs from address() for wildcards).
+  const std::string& advertised() const noexcept { return advertise_; }
   const caf::actor& actor() const noexcept { return actor_; }
 
  private:
@@ -60,6 +62,7 @@ class node_host {
 
   node_id id_;
   std::string address_;
+  std::string advertise_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;
   std::unique_ptr<caf::actor_system_config> system_config_;

@@ -234,6 +234,7 @@ result<void> store(const toml::node& value, const key_ref& key, node_config& con
 constexpr key_spec node_keys[] = {
     {"name", store<&node_config::node, &node_section::name, read_string>},
     {"listen", store<&node_config::node, &node_section::listen, read_string>},
+    {"advertise", store<&node_config::node, &node_section::advertise, read_string>},
     {"seed", store<&node_config::node, &node_section::seed, read_seed>},
     {"threads", store<&node_config::node, &node_section::threads, read_threads>},
 };

@@ -29,6 +29,10 @@ struct node_section {
   /// port. Empty: the role's usual address, 127.0.0.1:7071 for a master
   /// and 127.0.0.1:7070 for an owner.
   std::string listen;
+  /// The address other nodes use to reach this one ("host:port"). Empty:
+  /// the bound listen address; when that is a wildcard (0.0.0.0, [::]),
+  /// the first non-loopback IPv4 address of this host with the bound port.
+  std::string advertise;
   /// Seed of the node's rng; 0 → drawn from the OS at start. At most
   /// 2^63 - 1, the largest TOML integer.
   std::uint64_t seed = 0;

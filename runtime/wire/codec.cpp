@@ -159,6 +159,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const cluster_status&) { b.setClusterStatus(); },
           [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
           [&](const ping&) { b.setPing(); },
+          [&](const leave&) { b.setLeave(); },
       },
       msg);
 }
@@ -261,6 +262,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::CLUSTER_STATUS: return body{cluster_status{}};
     case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
     case W::PING: return body{ping{}};
+    case W::LEAVE: return body{leave{}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -399,7 +401,7 @@ std::string_view body_name(const body& b) noexcept {
       "fetch", "fetch_reply", "store",
       "kv_put", "kv_put_reply", "kv_get", "kv_get_reply", "kv_remove",
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
-      "cluster_status", "cluster_status_reply", "ping"};
+      "cluster_status", "cluster_status_reply", "ping", "leave"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

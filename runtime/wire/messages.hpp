@@ -61,6 +61,10 @@ struct heartbeat {
   std::uint64_t object_count = 0;
 };
 
+/// Owner → master: this owner is stopping; mark it down now rather than
+/// when its heartbeats stop.
+struct leave {};
+
 struct heartbeat_reply {
   /// False when the master does not know the sender (it restarted, or it
   /// declared the sender down): the owner registers again.
@@ -212,7 +216,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           fetch, fetch_reply, store,
                           kv_put, kv_put_reply, kv_get, kv_get_reply, kv_remove,
                           kv_remove_reply, kv_exists, kv_exists_reply,
-                          cluster_status, cluster_status_reply, ping>;
+                          cluster_status, cluster_status_reply, ping, leave>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

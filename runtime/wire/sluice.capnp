@@ -49,6 +49,7 @@ struct Envelope {
     clusterStatus @33 :Void;
     clusterStatusReply @34 :ClusterStatusReply;
     ping @35 :Void;
+    leave @36 :Void;
   }
 }
 

@@ -29,6 +29,7 @@ auto fields(const hello& x) { return std::tie(x.sender_role, x.version, x.name, 
 auto fields(const error_reply& x) { return std::tie(x.code, x.message); }
 auto fields(const ok_reply&) { return std::tie(); }
 auto fields(const ping&) { return std::tie(); }
+auto fields(const leave&) { return std::tie(); }
 auto fields(const register_owner& x) { return std::tie(x.name, x.address, x.capacity_bytes); }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us); }
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count); }
@@ -141,6 +142,7 @@ std::vector<body> sample_bodies() {
       error_reply{errc::cancelled, ""},
       ok_reply{},
       ping{},
+      leave{},
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40},
       register_owner_reply{500'000},
       heartbeat{max, 0},
@@ -563,4 +565,5 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(cluster_status{}) == "cluster_status");
   CHECK(body_name(cluster_status_reply{}) == "cluster_status_reply");
   CHECK(body_name(ping{}) == "ping");
+  CHECK(body_name(leave{}) == "leave");
 }

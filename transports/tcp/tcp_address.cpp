@@ -1,6 +1,8 @@
 #include "transports/tcp/tcp_address.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 
 #include <charconv>
@@ -85,6 +87,25 @@ std::string format_address(const sockaddr_storage& address) {
   const auto* v4 = reinterpret_cast<const sockaddr_in*>(&address);
   ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
   return std::string{text} + ":" + std::to_string(ntohs(v4->sin_port));
+}
+
+std::string reachable_address(std::string_view bound) {
+  auto where = split_host_port(bound);
+  if (!where || (where->host != "0.0.0.0" && where->host != "::")) return std::string{bound};
+  std::string host = "127.0.0.1";
+  ifaddrs* all = nullptr;
+  if (::getifaddrs(&all) == 0) {
+    for (auto* i = all; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
+      host = text;
+      break;
+    }
+    ::freeifaddrs(all);
+  }
+  return host + ":" + std::to_string(where->port);
 }
 
 }  // namespace sluice::transport

@@ -38,6 +38,12 @@ std::optional<socket_address> numeric_address(const host_port& where);
 /// does not resolve).
 result<socket_address> resolve(std::string_view address);
 
+/// The address other hosts can dial to reach a listener bound at `bound`
+/// ("host:port"): `bound` itself, unless its host is a wildcard (0.0.0.0,
+/// ::), in which case the first non-loopback IPv4 address of this host
+/// that is up, with the same port (127.0.0.1 when there is none).
+std::string reachable_address(std::string_view bound);
+
 /// "1.2.3.4:5" or "[::1]:5".
 std::string format_address(const sockaddr_storage& address);
 

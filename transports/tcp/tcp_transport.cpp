@@ -17,6 +17,8 @@
 #include <new>
 #include <system_error>
 
+#include <fmt/format.h>
+
 #include "runtime/assert.hpp"
 #include "transports/tcp/tcp_address.hpp"
 
@@ -244,7 +246,7 @@ result<link_id> tcp_transport::connect(std::string_view address) {
 result<void> tcp_transport::send(link_id link, wire::outbound_frame frame) {
   if (auto bad = check_frame(frame)) return *bad;
   auto c = find(link);
-  if (!c) return fail(errc::unavailable, "tcp link " + std::to_string(link) + " is not open");
+  if (!c) return fail(errc::unavailable, fmt::format("tcp link {:#x} is not open", link));
   std::unique_lock guard{c->send_mutex};
   if (c->st != connection::state::connecting && c->st != connection::state::up) {
     return fail(errc::unavailable, "the tcp link to " + c->peer + " is down");

@@ -26,6 +26,9 @@ struct node_options {
   std::string listen;
   /// Owners only: overrides [owner] master when not empty.
   std::string master;
+  /// Overrides [node] advertise when not empty: the "host:port" other
+  /// nodes use to reach this one.
+  std::string advertise;
 };
 
 class node {
@@ -40,6 +43,9 @@ class node {
 
   /// Where the node accepts links ("host:port", the port resolved).
   const std::string& address() const noexcept;
+  /// Where other nodes reach it: address() unless that is a wildcard
+  /// (0.0.0.0) or [node] advertise says otherwise.
+  const std::string& advertised_address() const noexcept;
   /// The node's id, 16 hex digits.
   std::string id() const;
 
@@ -53,10 +59,15 @@ class node {
 struct local_cluster_options {
   std::string config_file;
   std::string config_text;
-  /// Where the owner accepts clients and other owners.
-  std::string listen = "127.0.0.1:0";
-  /// Where the master accepts owners of other hosts.
-  std::string master_listen = "127.0.0.1:0";
+  /// Where the owner accepts clients and other owners. Empty: [node]
+  /// listen from the config, else `default_listen`.
+  std::string listen;
+  /// Where the master accepts owners of other hosts. Empty:
+  /// `default_master_listen`.
+  std::string master_listen;
+  /// Addresses used when nothing above says; port 0 picks a free port.
+  std::string default_listen = "127.0.0.1:0";
+  std::string default_master_listen = "127.0.0.1:0";
 };
 
 /// A master and an owner in this process, each its own node, the owner

@@ -1,0 +1,55 @@
+// durable_store: the small key-value store a role keeps across restarts
+// (its identity today; the master's directory later). Role code depends on
+// this interface only. Real nodes use an implementation on disk or, when
+// no data directory is configured, in memory (nothing survives a
+// restart); the simulator supplies one with crash semantics.
+//
+// Contract: writes become durable only when sync() returns ok; a crash
+// may lose any write made after the last successful sync (and keeps, of
+// those, at most a prefix in write order). Single-threaded.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sluice/result.hpp"
+
+namespace sluice {
+
+class durable_store {
+ public:
+  virtual ~durable_store() = default;
+
+  virtual result<std::optional<std::string>> get(std::string_view key) = 0;
+  virtual result<void> put(std::string_view key, std::string_view value) = 0;
+  virtual result<void> erase(std::string_view key) = 0;
+  /// Makes every earlier write durable.
+  virtual result<void> sync() = 0;
+};
+
+/// Keeps everything in process memory: durable for the life of the
+/// process only.
+class memory_durable_store final : public durable_store {
+ public:
+  result<std::optional<std::string>> get(std::string_view key) override {
+    auto it = values_.find(key);
+    if (it == values_.end()) return std::optional<std::string>{};
+    return std::optional<std::string>{it->second};
+  }
+  result<void> put(std::string_view key, std::string_view value) override {
+    values_.insert_or_assign(std::string{key}, std::string{value});
+    return {};
+  }
+  result<void> erase(std::string_view key) override {
+    if (auto it = values_.find(key); it != values_.end()) values_.erase(it);
+    return {};
+  }
+  result<void> sync() override { return {}; }
+
+ private:
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+}  // namespace sluice
