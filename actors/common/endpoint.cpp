@@ -10,6 +10,20 @@ std::uint64_t remaining_us(clock_time now, clock_time deadline) {
   return us < 1 ? 1 : static_cast<std::uint64_t>(us);
 }
 
+bool replay_window::first_time(std::uint64_t id) {
+  if (id > highest_) {
+    auto shift = id - highest_;
+    seen_ = shift >= size ? std::bitset<size>{} : seen_ << shift;
+    seen_.set(0);
+    highest_ = id;
+    return true;
+  }
+  auto age = highest_ - id;
+  if (age >= size || seen_.test(age)) return false;
+  seen_.set(age);
+  return true;
+}
+
 clock_duration timer_delay(fault_sites* faults, clock_duration delay) {
   if (SLUICE_BUGGIFY(faults)) return delay * 3 + std::chrono::milliseconds{250};
   return delay;
@@ -59,6 +73,10 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     deliver_reply(std::move(msg));
     return std::nullopt;
   }
+  if (msg.env.request_id != 0 && !requests_seen_[link].first_time(msg.env.request_id)) {
+    log_->debug("link {:#x}: request {} arrived twice; served once", link, msg.env.request_id);
+    return std::nullopt;
+  }
   if (std::holds_alternative<wire::ping>(msg.env.body)) {
     reply(context_of(link, msg), wire::ok_reply{});
     return std::nullopt;
@@ -72,6 +90,7 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
     gone = std::move(it->second);
     peers_.erase(it);
   }
+  requests_seen_.erase(link);
   // Collect first: a handler may send new requests while we iterate.
   std::vector<std::uint64_t> failed;
   for (auto& [id, p] : pending_) {

@@ -11,6 +11,7 @@
 #include <caf/actor_clock.hpp>
 #include <caf/local_actor.hpp>
 
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -43,6 +44,21 @@ struct peer_info {
   std::string listen_address;  ///< where the peer accepts links ("" if none)
   std::string link_address;    ///< the other end of this link, as the transport saw it
   bool greeted = false;        ///< its hello arrived
+};
+
+/// Remembers which request ids arrived on a link lately, so a request
+/// delivered twice is served once. Ids from one sender grow; the window
+/// tolerates them arriving somewhat out of order.
+class replay_window {
+ public:
+  /// Ids more than this far below the highest seen count as repeats.
+  static constexpr std::uint64_t size = 1024;
+  /// True the first time `id` is seen (and records it).
+  bool first_time(std::uint64_t id);
+
+ private:
+  std::uint64_t highest_ = 0;
+  std::bitset<size> seen_;  // bit i: highest_ - i arrived
 };
 
 /// What a handler needs to answer a request.
@@ -130,6 +146,7 @@ class endpoint {
   sweep_scheduler schedule_sweep_;
   fault_sites* faults_;
   std::map<transport::link_id, peer_info> peers_;
+  std::map<transport::link_id, replay_window> requests_seen_;
   std::map<std::uint64_t, pending_request> pending_;
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
   std::optional<clock_time> sweep_at_;

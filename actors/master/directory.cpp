@@ -9,6 +9,7 @@ std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, n
   auto version = next_version_++;
   pending_.emplace(version, pending_entry{key, size, holder, expires});
   usage_[holder].pending_bytes += size;
+  pending_per_key_[key] += 1;
   return version;
 }
 
@@ -24,10 +25,16 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
                                             " does not match its pending put");
   }
   auto size = it->second.size;
-  forget_pending(it);
-
   commit_outcome out;
   out.version = version;
+  if (auto removed = removed_at_.find(key); removed != removed_at_.end() && removed->second > version) {
+    // The key was removed after a newer version than this one existed.
+    forget_pending(it);
+    out.stale = stale_version{holder, key, version};
+    return out;
+  }
+  forget_pending(it);
+
   auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder});
   if (!inserted) {
     if (obj->second.version > version) {
@@ -53,6 +60,12 @@ void directory::forget_pending(std::map<std::uint64_t, pending_entry>::iterator 
   auto& u = usage_[it->second.holder];
   SLUICE_ASSERT(u.pending_bytes >= it->second.size);
   u.pending_bytes -= it->second.size;
+  auto count = pending_per_key_.find(it->second.key);
+  SLUICE_ASSERT(count != pending_per_key_.end());
+  if (--count->second == 0) {
+    removed_at_.erase(it->second.key);
+    pending_per_key_.erase(count);
+  }
   pending_.erase(it);
 }
 
@@ -86,6 +99,10 @@ std::optional<object_entry> directory::remove(const std::string& key) {
   if (it == objects_.end()) return std::nullopt;
   auto entry = it->second;
   objects_.erase(it);
+  if (pending_per_key_.contains(key)) {
+    auto& at = removed_at_[key];
+    at = std::max(at, entry.version);
+  }
   auto& u = usage_[entry.holder];
   SLUICE_ASSERT(u.objects > 0);
   u.objects -= 1;

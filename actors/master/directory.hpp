@@ -7,7 +7,10 @@
 //     each key's versions grow too, across deletes;
 //  2. a key's committed version is the highest version committed for it
 //     since it was last removed ("last committed version wins");
-//  3. a pending version is never visible to readers.
+//  3. a pending version is never visible to readers;
+//  4. the versions a key shows readers only grow: a put placed before a
+//     newer version was committed (or deleted) can never become visible
+//     after it, however late its commit arrives.
 #pragma once
 
 #include <cstdint>
@@ -88,6 +91,12 @@ class directory {
   std::unordered_map<std::string, object_entry> objects_;
   std::map<std::uint64_t, pending_entry> pending_;  // by version
   void forget_pending(std::map<std::uint64_t, pending_entry>::iterator it);
+
+  // A removed key remembers the version it was removed at for as long as
+  // puts placed before the removal may still commit (invariant 4); only
+  // keys with pending puts need one, which bounds the map.
+  std::unordered_map<std::string, std::uint32_t> pending_per_key_;
+  std::unordered_map<std::string, std::uint64_t> removed_at_;
 
   std::map<node_id, holder_usage> usage_;
   std::uint64_t next_version_ = 1;

@@ -128,3 +128,20 @@ TEST_CASE("placement: local-first prefers the caller's owner, random spreads, fu
   CHECK(seen_b > 50);
   CHECK_FALSE(sluice::master::choose_owner(sluice::placement_policy::random, a, up, 1000, r).has_value());
 }
+
+TEST_CASE("directory: a put placed before a removed newer version never becomes visible") {
+  directory d;
+  auto old = d.begin_put("k", 1, a, t0 + 1s);
+  auto newer = d.begin_put("k", 1, b, t0 + 1s);
+  REQUIRE(d.commit("k", newer, b).ok());
+  REQUIRE(d.remove("k").has_value());
+  auto late = d.commit("k", old, a);
+  REQUIRE(late.ok());
+  REQUIRE(late->stale.has_value());
+  CHECK(late->stale->version == old);
+  CHECK(d.find("k") == nullptr);
+  // Once nothing is pending, the key starts afresh.
+  auto fresh = d.begin_put("k", 1, a, t0 + 1s);
+  REQUIRE(d.commit("k", fresh, a).ok());
+  CHECK(d.find("k")->version == fresh);
+}

@@ -1,0 +1,174 @@
+// sluice sim: the deterministic simulator, from one seed or a sweep.
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "api/cli/cli.hpp"
+#include "runtime/log.hpp"
+#include "runtime/units.hpp"
+#include "sim/runner.hpp"
+
+namespace sluice::cli {
+namespace {
+
+struct sim_flags {
+  std::uint64_t seed = 1;
+  std::string seeds;  // "A..B"
+  int owners = 3;
+  int clients = 4;
+  std::string duration = "20s";
+  std::string faults = "heavy";
+  bool check_determinism = false;
+  bool verbose = false;
+  bool trace = false;
+};
+
+struct seed_range {
+  std::uint64_t first = 1;
+  std::uint64_t last = 1;
+};
+
+result<seed_range> parse_seeds(const sim_flags& f) {
+  if (f.seeds.empty()) return seed_range{f.seed, f.seed};
+  auto dots = f.seeds.find("..");
+  try {
+    if (dots == std::string::npos) throw std::invalid_argument{"no .."};
+    seed_range r{std::stoull(f.seeds.substr(0, dots)), std::stoull(f.seeds.substr(dots + 2))};
+    if (r.last < r.first) throw std::invalid_argument{"empty"};
+    return r;
+  } catch (const std::exception&) {
+    return fail(errc::invalid_argument, "--seeds takes a range A..B with A <= B, e.g. 1..100");
+  }
+}
+
+std::string summary(const sim::run_report& r) {
+  auto& c = r.counts;
+  return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
+                     "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes), "
+                     "trace {:016x}",
+                     r.simulated_s, r.real_s, r.real_s > 0 ? r.simulated_s / r.real_s : 0.0, r.owners,
+                     r.clients, r.operations, c.puts_acked, c.puts_failed, c.gets_found,
+                     c.gets_not_found, c.gets_failed, c.removes, r.trace_hash);
+}
+
+sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim::fault_level level,
+                             std::uint64_t seed) {
+  sim::run_options o;
+  o.seed = seed;
+  o.owners = f.owners;
+  o.clients = f.clients;
+  o.duration = duration;
+  o.faults = level;
+  o.keep_trace = f.trace;
+  return o;
+}
+
+int run_determinism(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fault_level level) {
+  int failed = 0;
+  for (auto seed = seeds.first; seed <= seeds.last; ++seed) {
+    auto options = options_for(f, d, level, seed);
+    auto divergence = sim::check_determinism(options);
+    if (divergence.empty()) {
+      std::cout << "seed " << seed << ": deterministic (two runs, same trace)" << std::endl;
+    } else {
+      ++failed;
+      std::cout << "seed " << seed << ": NOT deterministic: " << divergence << "\n  replay: "
+                << sim::replay_command(options) << " --check-determinism" << std::endl;
+    }
+  }
+  return failed == 0 ? exit_ok : exit_failed;
+}
+
+void print_failure(const sim::run_report& r, const sim::run_options& o) {
+  std::cout << "seed " << r.seed << ": FAILED (" << summary(r) << ")\n";
+  constexpr std::size_t shown_max = 10;
+  for (std::size_t i = 0; i < r.violations.size() && i < shown_max; ++i) {
+    std::cout << "  " << r.violations[i] << "\n";
+  }
+  if (r.violations.size() > shown_max) {
+    std::cout << "  ... and " << r.violations.size() - shown_max << " more\n";
+  }
+  std::cout << "  faults: " << r.plan << "\n  replay: " << sim::replay_command(o) << std::endl;
+}
+
+int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fault_level level) {
+  std::vector<std::uint64_t> failed;
+  double simulated = 0, real = 0;
+  auto total = seeds.last - seeds.first + 1;
+  auto last_progress = std::chrono::steady_clock::now();
+  for (auto seed = seeds.first; seed <= seeds.last; ++seed) {
+    auto options = options_for(f, d, level, seed);
+    auto report = sim::run_seed(options);
+    simulated += report.simulated_s;
+    real += report.real_s;
+    if (total == 1) {
+      std::cout << "faults: " << report.plan << "\n";
+      if (!report.fault_sites.empty()) std::cout << "fault sites fired: " << report.fault_sites << "\n";
+      if (f.trace) {
+        for (auto& e : report.events) std::cout << "  " << e.text << "\n";
+      }
+    }
+    if (report.passed()) {
+      if (total == 1) std::cout << "seed " << seed << ": passed, " << summary(report) << std::endl;
+    } else {
+      failed.push_back(seed);
+      print_failure(report, options);
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (total > 1 && (now - last_progress > std::chrono::seconds{2} || seed == seeds.last)) {
+      last_progress = now;
+      std::cout << fmt::format("[{}/{}] {} passed, {} failed, {:.0f}x real time", seed - seeds.first + 1,
+                               total, seed - seeds.first + 1 - failed.size(), failed.size(),
+                               real > 0 ? simulated / real : 0.0)
+                << std::endl;
+    }
+  }
+  if (total > 1) {
+    std::cout << fmt::format("{} seeds: {} passed, {} failed", total, total - failed.size(), failed.size());
+    for (auto s : failed) std::cout << " " << s;
+    std::cout << fmt::format("\nsimulated {:.0f}s in {:.1f}s", simulated, real) << "\n";
+  }
+  std::cout << fmt::format("figure sim_speedup {:.1f} ratio", real > 0 ? simulated / real : 0.0) << std::endl;
+  return failed.empty() ? exit_ok : exit_failed;
+}
+
+int run_sim(const sim_flags& f) {
+  auto seeds = parse_seeds(f);
+  auto duration = parse_duration(f.duration);
+  auto level = sim::parse_fault_level(f.faults);
+  for (const error* e : {seeds ? nullptr : &seeds.error(), duration ? nullptr : &duration.error(),
+                         level ? nullptr : &level.error()}) {
+    if (e != nullptr) {
+      std::cerr << "sluice sim: " << e->message() << "\n";
+      return exit_usage;
+    }
+  }
+  (void)configure_logging(f.verbose ? "info" : "off");
+  auto d = std::chrono::duration_cast<sim::sim_duration>(*duration);
+  if (f.check_determinism) return run_determinism(f, *seeds, d, *level);
+  return run_sweep(f, *seeds, d, *level);
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<sim_flags>();
+  auto* cmd = app.add_subcommand("sim", "Run the whole cluster in this process on virtual time, with seeded faults");
+  cmd->add_option("--seed", f->seed, "The root seed of the run")->capture_default_str();
+  cmd->add_option("--seeds", f->seeds, "Sweep a range of seeds, A..B");
+  cmd->add_option("--owners", f->owners, "Owners (swarm draws its own)")->capture_default_str()->check(CLI::Range(1, 64));
+  cmd->add_option("--clients", f->clients, "Clients (swarm draws its own)")->capture_default_str()->check(CLI::Range(1, 128));
+  cmd->add_option("--duration", f->duration, "Simulated time of the faulty phase, e.g. 60s")->capture_default_str();
+  cmd->add_option("--faults", f->faults, "none, light, heavy or swarm")->capture_default_str();
+  cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
+  cmd->add_flag("--verbose", f->verbose, "Show the nodes' logs");
+  cmd->add_flag("--trace", f->trace, "Print every trace event (single seed)");
+  cmd->callback([f, &exit_code] { exit_code = run_sim(*f); });
+}
+
+}  // namespace sluice::cli

@@ -1,0 +1,204 @@
+#include "sim/checker.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "runtime/rng.hpp"
+#include "sim/trace.hpp"
+
+namespace sluice::sim {
+namespace {
+
+constexpr std::uint32_t value_magic = 0x4c564c53;  // "SLVL"
+constexpr std::size_t header_bytes = 32;
+
+struct value_header {
+  std::uint32_t magic;
+  std::uint32_t client;
+  std::uint64_t seq;
+  std::uint64_t key_hash;
+  std::uint32_t body_bytes;
+  std::uint32_t body_hash;
+};
+static_assert(sizeof(value_header) == header_bytes);
+
+std::uint64_t key_hash(const std::string& key) { return hash_bytes(key.data(), key.size(), 17); }
+
+void fill_body(std::byte* out, std::size_t n, put_id id) {
+  rng r{mix_seed(id.client) ^ id.seq};
+  for (std::size_t i = 0; i < n; i += 8) {
+    auto word = r.next();
+    std::memcpy(out + i, &word, std::min<std::size_t>(8, n - i));
+  }
+}
+
+std::string show(const std::string& key) {
+  return key.size() <= 40 ? key : key.substr(0, 40) + "...";
+}
+
+}  // namespace
+
+shared_bytes make_value(const std::string& key, put_id id, std::size_t body_bytes) {
+  auto buf = byte_buffer::allocate(header_bytes + body_bytes);
+  fill_body(buf.data() + header_bytes, body_bytes, id);
+  value_header h{value_magic, id.client, id.seq, key_hash(key), static_cast<std::uint32_t>(body_bytes),
+                 static_cast<std::uint32_t>(hash_bytes(buf.data() + header_bytes, body_bytes))};
+  std::memcpy(buf.data(), &h, sizeof h);
+  return std::move(buf).freeze();
+}
+
+result<put_id> parse_value(const std::string& key, std::span<const std::byte> bytes) {
+  if (bytes.size() < header_bytes) {
+    return fail(errc::protocol, fmt::format("{} bytes, shorter than a value header", bytes.size()));
+  }
+  value_header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.magic != value_magic) return fail(errc::protocol, "not a value the workload wrote");
+  if (h.key_hash != key_hash(key)) return fail(errc::protocol, "a value written to another key");
+  if (bytes.size() != header_bytes + h.body_bytes) {
+    return fail(errc::protocol, fmt::format("torn value: {} bytes, the header says {}", bytes.size(),
+                                            header_bytes + h.body_bytes));
+  }
+  auto body = bytes.subspan(header_bytes);
+  if (static_cast<std::uint32_t>(hash_bytes(body.data(), body.size())) != h.body_hash) {
+    return fail(errc::protocol, "torn value: its body does not match its checksum");
+  }
+  return put_id{h.client, h.seq};
+}
+
+void checker::put_started(const std::string& key, put_id id, sim_time at) {
+  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt};
+}
+
+void checker::put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r) {
+  auto& h = keys_[key];
+  auto& p = h.puts.at(id);
+  p.end = at;
+  if (!r) {
+    p.state = outcome::failed;
+    stats_.puts_failed += 1;
+    return;
+  }
+  p.state = outcome::acked;
+  p.version = *r;
+  stats_.puts_acked += 1;
+  if (p.observed && *p.observed != p.version) {
+    violation(fmt::format("put {}/{} of '{}' acknowledged as version {} but read as version {}",
+                          id.client, id.seq, show(key), p.version, *p.observed));
+  }
+  // Two acknowledged puts of one key never share a version (within one
+  // life of the master, which numbers versions).
+  for (auto& [other_id, other] : h.puts) {
+    if (other_id == id || other.state != outcome::acked || other.version != p.version) continue;
+    if (crash_between(master_crashes_, std::min(other.start, p.start), at)) continue;
+    violation(fmt::format("puts {}/{} and {}/{} of '{}' were both acknowledged as version {}", id.client,
+                          id.seq, other_id.client, other_id.seq, show(key), p.version));
+  }
+}
+
+std::size_t checker::remove_started(const std::string& key, sim_time at) {
+  auto& removes = keys_[key].removes;
+  removes.push_back(remove_record{at, at, outcome::pending});
+  return removes.size() - 1;
+}
+
+void checker::remove_ended(const std::string& key, std::size_t index, sim_time at, const result<bool>& r) {
+  auto& rec = keys_[key].removes.at(index);
+  rec.end = at;
+  rec.state = r ? outcome::acked : outcome::failed;
+  stats_.removes += 1;
+}
+
+bool checker::crash_between(const std::vector<sim_time>& crashes, sim_time from, sim_time to) const {
+  for (auto t : crashes) {
+    if (t >= from && t <= to) return true;
+  }
+  return false;
+}
+
+bool checker::any_crash_between(sim_time from, sim_time to) const {
+  return crash_between(master_crashes_, from, to) || crash_between(owner_crashes_, from, to);
+}
+
+void checker::get_ended(const std::string& key, sim_time start, sim_time end,
+                        const result<std::pair<std::uint64_t, shared_bytes>>& r) {
+  auto& h = keys_[key];
+  if (r) {
+    stats_.gets_found += 1;
+    check_found(key, h, start, end, r->first, r->second);
+  } else if (r.code() == errc::not_found) {
+    stats_.gets_not_found += 1;
+    check_absent(key, h, start, end, "get answered not_found");
+  } else {
+    stats_.gets_failed += 1;
+  }
+}
+
+void checker::exists_ended(const std::string& key, sim_time start, sim_time end, const result<bool>& r) {
+  stats_.exists += 1;
+  if (!r) return;
+  auto& h = keys_[key];
+  if (!*r) {
+    check_absent(key, h, start, end, "exists answered false");
+    return;
+  }
+  for (auto& [id, p] : h.puts) {
+    if (p.start < end) return;
+  }
+  violation(fmt::format("exists answered true for '{}', which no put had written", show(key)));
+}
+
+void checker::check_found(const std::string& key, history& h, sim_time start, sim_time end,
+                          std::uint64_t version, const shared_bytes& bytes) {
+  auto id = parse_value(key, bytes.span());
+  if (!id) {
+    violation(fmt::format("get of '{}' at {} returned bad bytes: {}", show(key), format_time(end),
+                          id.error().message()));
+    return;
+  }
+  auto it = h.puts.find(*id);
+  if (it == h.puts.end() || it->second.start > end) {
+    violation(fmt::format("get of '{}' returned put {}/{}, which never wrote that key", show(key),
+                          id->client, id->seq));
+    return;
+  }
+  auto& p = it->second;
+  auto where = fmt::format("get of '{}' ending at {} returned put {}/{} as version {}", show(key),
+                           format_time(end), id->client, id->seq, version);
+  if (p.state == outcome::acked && p.version != version) {
+    violation(fmt::format("{}, but that put was acknowledged as version {}", where, p.version));
+  }
+  if (p.observed && *p.observed != version && !crash_between(master_crashes_, p.start, end)) {
+    violation(fmt::format("{}, but an earlier read saw it as version {}", where, *p.observed));
+  }
+  p.observed = version;
+  for (auto& rm : h.removes) {
+    if (rm.state == outcome::acked && rm.end < start && p.state == outcome::acked && p.end < rm.start) {
+      violation(fmt::format("{}, which a remove acknowledged at {} had deleted", where, format_time(rm.end)));
+    }
+  }
+  for (auto& [other_id, other] : h.puts) {
+    if (other.state != outcome::acked || other.end >= start || other.version <= version) continue;
+    if (crash_between(master_crashes_, other.start, end)) continue;
+    violation(fmt::format("{}: a stale read, version {} (put {}/{}) was acknowledged at {}", where,
+                          other.version, other_id.client, other_id.seq, format_time(other.end)));
+    break;
+  }
+}
+
+void checker::check_absent(const std::string& key, const history& h, sim_time start, sim_time end,
+                           const char* what) {
+  for (auto& [id, p] : h.puts) {
+    if (p.state != outcome::acked || p.end >= start) continue;
+    bool removed = false;
+    for (auto& rm : h.removes) removed |= rm.start < end;
+    if (removed || any_crash_between(p.start, end)) continue;
+    violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} and nothing could "
+                          "have removed it",
+                          what, show(key), format_time(end), id.client, id.seq, format_time(p.end)));
+    return;
+  }
+}
+
+}  // namespace sluice::sim

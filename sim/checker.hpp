@@ -1,0 +1,103 @@
+// checker: the reference model a KV workload is checked against. It keeps
+// every put and remove the clients made, with when they started and
+// ended and what they were told, and judges every read:
+//
+//  - a read returns bytes some put wrote to that key, whole (never bytes
+//    that were never written, never another key's, never torn);
+//  - with the version that put was acknowledged with;
+//  - never a value whose put was acknowledged before an acknowledged
+//    remove began (acknowledged deletes stay deleted);
+//  - never an older version once a newer put was acknowledged, unless the
+//    master restarted in between (it keeps its directory in memory);
+//  - not_found for a key with an acknowledged put only when a remove
+//    may have intervened or a node crashed since (values live in owner
+//    memory: a crash may lose them).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/memory/buffer.hpp"
+#include "sim/time.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::sim {
+
+/// Identifies one put: the client that made it and its sequence number.
+struct put_id {
+  std::uint32_t client = 0;
+  std::uint64_t seq = 0;
+  friend auto operator<=>(const put_id&, const put_id&) = default;
+};
+
+/// The bytes a put writes: a self-describing header (who wrote it, for
+/// which key, how long, a checksum) and a body derived from the put's id.
+shared_bytes make_value(const std::string& key, put_id id, std::size_t body_bytes);
+/// Reads back what make_value wrote; an error says why the bytes are not
+/// a whole value of `key`.
+result<put_id> parse_value(const std::string& key, std::span<const std::byte> bytes);
+
+class checker {
+ public:
+  enum class outcome { pending, acked, failed };
+
+  // --- what happened -------------------------------------------------------
+
+  void put_started(const std::string& key, put_id id, sim_time at);
+  void put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r);
+  std::size_t remove_started(const std::string& key, sim_time at);
+  void remove_ended(const std::string& key, std::size_t index, sim_time at, const result<bool>& r);
+  /// Judges a get of `key` that started at `start`.
+  void get_ended(const std::string& key, sim_time start, sim_time end,
+                 const result<std::pair<std::uint64_t, shared_bytes>>& r);
+  void exists_ended(const std::string& key, sim_time start, sim_time end, const result<bool>& r);
+
+  void master_crashed(sim_time at) { master_crashes_.push_back(at); }
+  void owner_crashed(sim_time at) { owner_crashes_.push_back(at); }
+
+  // --- verdict ---------------------------------------------------------------
+
+  /// Violations found so far, each a sentence.
+  const std::vector<std::string>& violations() const noexcept { return violations_; }
+  void violation(std::string text) { violations_.push_back(std::move(text)); }
+
+  struct counts {
+    std::uint64_t puts_acked = 0, puts_failed = 0, gets_found = 0, gets_not_found = 0,
+                  gets_failed = 0, removes = 0, exists = 0;
+  };
+  const counts& stats() const noexcept { return stats_; }
+
+ private:
+  struct put_record {
+    sim_time start, end;
+    outcome state = outcome::pending;
+    std::uint64_t version = 0;
+    std::optional<std::uint64_t> observed;  // a version reads saw it under
+  };
+  struct remove_record {
+    sim_time start, end;
+    outcome state = outcome::pending;
+  };
+  struct history {
+    std::map<put_id, put_record> puts;
+    std::vector<remove_record> removes;
+  };
+
+  bool crash_between(const std::vector<sim_time>& crashes, sim_time from, sim_time to) const;
+  bool any_crash_between(sim_time from, sim_time to) const;
+  void check_found(const std::string& key, history& h, sim_time start, sim_time end,
+                   std::uint64_t version, const shared_bytes& bytes);
+  void check_absent(const std::string& key, const history& h, sim_time start, sim_time end,
+                    const char* what);
+
+  std::map<std::string, history> keys_;
+  std::vector<sim_time> master_crashes_;
+  std::vector<sim_time> owner_crashes_;
+  std::vector<std::string> violations_;
+  counts stats_;
+};
+
+}  // namespace sluice::sim

@@ -1,0 +1,59 @@
+// runner: one simulated run from a seed — build the world, run the
+// workload under the fault plan, heal, check liveness — and sweeps over
+// many seeds. What `sluice sim` runs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/checker.hpp"
+#include "sim/fault_plan.hpp"
+#include "sim/trace.hpp"
+#include "sim/world.hpp"
+
+namespace sluice::sim {
+
+struct run_options {
+  std::uint64_t seed = 1;
+  int owners = 3;
+  int clients = 4;
+  sim_duration duration = 20s;
+  fault_level faults = fault_level::heavy;
+  /// Keep every trace event's description (for determinism checks).
+  bool keep_trace = false;
+  /// Broken owner stores for tests of the checker itself.
+  store_factory make_store;
+};
+
+struct run_report {
+  std::uint64_t seed = 0;
+  int owners = 0;
+  int clients = 0;
+  placement_policy placement = placement_policy::local_first;
+  std::string plan;
+  std::vector<std::string> violations;
+  std::uint64_t trace_hash = 0;
+  std::uint64_t trace_events = 0;
+  std::uint64_t steps = 0;
+  std::uint64_t operations = 0;
+  checker::counts counts;
+  double simulated_s = 0;
+  double real_s = 0;
+  std::vector<trace::event> events;  ///< when kept
+  std::string fault_sites;           ///< sites that fired, "file:line×n, ..."
+
+  bool passed() const noexcept { return violations.empty(); }
+};
+
+run_report run_seed(const run_options& options);
+
+/// The command line that replays `options` exactly.
+std::string replay_command(const run_options& options);
+
+/// Runs `options` twice; returns an empty string when both runs agree,
+/// else a description of the first event where they differ.
+std::string check_determinism(run_options options);
+
+}  // namespace sluice::sim

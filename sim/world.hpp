@@ -1,0 +1,117 @@
+// world: a whole Sluice cluster in one process on one thread — one master,
+// K owners and M clients, each its own CAF actor system on the
+// deterministic test scheduler, running the production role actors over
+// the simulated network, on one virtual clock. A seeded rng picks which
+// node and which actor runs next; separate streams derived from the root
+// seed drive scheduling, the network, faults and the workload.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/owner/object_store.hpp"
+#include "runtime/config/node_config.hpp"
+#include "runtime/rng.hpp"
+#include "sim/fault_plan.hpp"
+#include "sim/network.hpp"
+#include "sim/sim_faults.hpp"
+#include "sim/sim_storage.hpp"
+#include "sim/trace.hpp"
+
+namespace sluice::sim {
+
+/// Makes the object store of an owner incarnation (tests swap in broken
+/// stores to prove the checker catches them).
+using store_factory = std::function<std::shared_ptr<object_store>(std::uint64_t capacity_bytes)>;
+
+struct world_config {
+  std::uint64_t seed = 1;
+  int owners = 3;
+  int clients = 4;
+  placement_policy placement = placement_policy::local_first;
+  fault_plan faults;
+  /// Keep a description of every trace event (for --check-determinism).
+  bool keep_trace = false;
+  store_factory make_store;  ///< empty: memory_store
+};
+
+enum class node_kind { master, owner, client };
+
+class world {
+ public:
+  explicit world(world_config config);
+  ~world();
+  world(const world&) = delete;
+  world& operator=(const world&) = delete;
+
+  // --- time and running -------------------------------------------------
+
+  sim_time now() const noexcept { return now_; }
+  /// Runs until virtual time `until`: every runnable job, then the next
+  /// due event (network, timers, scheduled callbacks), and so on.
+  void run_until(sim_time until);
+  /// Calls `action` at virtual time `at` from the world's loop.
+  void at(sim_time when, std::function<void()> action);
+
+  // --- nodes --------------------------------------------------------------
+
+  int master_index() const noexcept { return 0; }
+  int owner_index(int i) const noexcept { return 1 + i; }
+  int client_index(int i) const noexcept { return 1 + config_.owners + i; }
+  int node_count() const noexcept { return static_cast<int>(nodes_.size()); }
+  node_kind kind_of(int node) const;
+  bool alive(int node) const;
+  /// How many times the node started (1 after the first start).
+  std::uint64_t incarnation(int node) const;
+  /// The node's role actor (null while it is down).
+  caf::actor actor_of(int node) const;
+  const std::string& name_of(int node) const;
+
+  void crash(int node);
+  void restart(int node, bool wipe_storage);
+
+  // --- faults -------------------------------------------------------------
+
+  network& net() noexcept { return *network_; }
+  sim_fault_sites& fault_sites() noexcept { return *faults_; }
+  /// Ends partitions and clogs, stops frame-level faults and fault sites.
+  void heal();
+
+  rng& workload_rng() noexcept { return workload_rng_; }
+  rng& fault_rng() noexcept { return fault_rng_; }
+  trace& events() noexcept { return trace_; }
+  const world_config& config() const noexcept { return config_; }
+  std::uint64_t steps() const noexcept { return steps_; }
+
+ private:
+  struct node;
+  void start(int index);
+  node_config config_for(node_kind kind) const;
+  bool run_one_job();
+  std::optional<sim_time> next_due() const;
+  void advance_to(sim_time t);
+
+  world_config config_;
+  rng sched_rng_;
+  rng net_rng_;
+  rng fault_rng_;
+  rng workload_rng_;
+  rng identity_rng_;
+  trace trace_;
+  std::unique_ptr<network> network_;
+  std::unique_ptr<sim_fault_sites> faults_;
+  std::vector<std::unique_ptr<node>> nodes_;
+  std::multimap<std::pair<sim_time, std::uint64_t>, std::function<void()>> timers_;
+  std::uint64_t next_timer_ = 1;
+  sim_time now_{};
+  std::uint64_t steps_ = 0;
+};
+
+}  // namespace sluice::sim
