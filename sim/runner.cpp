@@ -150,6 +150,10 @@ run_report run_seed(const run_options& options) {
 std::string replay_command(const run_options& o) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration).count();
   std::string duration = ms % 1000 == 0 ? fmt::format("{}s", ms / 1000) : fmt::format("{}ms", ms);
+  // Swarm draws the cluster's shape from the seed: no shape flags then.
+  if (o.faults == fault_level::swarm) {
+    return fmt::format("sluice sim --seed {} --duration {} --faults swarm", o.seed, duration);
+  }
   return fmt::format("sluice sim --seed {} --owners {} --clients {} --duration {} --faults {}", o.seed,
                      o.owners, o.clients, duration, to_string(o.faults));
 }
