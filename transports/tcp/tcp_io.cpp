@@ -1,0 +1,360 @@
+// The tcp transport's I/O thread: epoll, accepting, connecting, reading
+// frames and flushing queues.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <array>
+
+#include "runtime/assert.hpp"
+#include "transports/tcp/tcp_connection.hpp"
+
+namespace sluice::transport {
+
+using namespace tcp_detail;
+
+void tcp_transport::run() {
+  std::vector<epoll_event> events(events_per_wait_max);
+  while (!stopping_.load(std::memory_order_acquire)) {
+    int ready = ::epoll_wait(epoll_fd_, events.data(), events_per_wait_max, wait_timeout_ms());
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      log_->error("epoll_wait failed: {}; the tcp transport stops serving its links", system_text(errno));
+      return;
+    }
+    for (int i = 0; i < ready && !stopping_.load(std::memory_order_acquire); ++i) {
+      dispatch(events[i].data.u64, events[i].events);
+    }
+    expire_connects();
+  }
+}
+
+int tcp_transport::wait_timeout_ms() const {
+  if (connecting_.empty()) return -1;
+  auto earliest = connecting_.front().first;
+  for (const auto& entry : connecting_) earliest = std::min(earliest, entry.first);
+  auto left = earliest - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+  // Round up so the loop wakes after the deadline, not just before it.
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count() + 1;
+  return static_cast<int>(std::min<std::int64_t>(ms, std::numeric_limits<int>::max()));
+}
+
+void tcp_transport::dispatch(std::uint64_t key, std::uint32_t events) {
+  if (key == wake_key) {
+    on_wake();
+    return;
+  }
+  if ((key & listener_key_bit) != 0) {
+    on_accept_ready(static_cast<std::size_t>(key & ~listener_key_bit));
+    return;
+  }
+  auto c = find(make_link_id(tag_, key));
+  if (!c) return;  // dropped earlier in this batch
+  if (c->awaiting_connect) {
+    finish_connect(c);
+    return;
+  }
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0 && !on_readable(c)) return;
+  if ((events & EPOLLOUT) != 0) on_writable(c);
+}
+
+void tcp_transport::on_wake() {
+  std::uint64_t count = 0;
+  [[maybe_unused]] auto got = ::read(wake_fd_, &count, sizeof count);
+  std::vector<connection_ptr> work;
+  {
+    std::lock_guard guard{notices_mutex_};
+    work.swap(notices_);
+    for (auto& c : work) c->noticed = false;
+  }
+  for (auto& c : work) {
+    if (!c->gone) on_notice(c);
+  }
+}
+
+void tcp_transport::on_notice(const connection_ptr& c) {
+  std::optional<error> failure;
+  bool connect_now = false;
+  {
+    std::lock_guard guard{c->send_mutex};
+    failure = c->pending_failure_locked();
+    connect_now = c->st == connection::state::connecting && !c->connect_started;
+  }
+  if (failure) {
+    drop(c, *failure, false);
+  } else if (connect_now) {
+    start_connect(c);
+  }
+}
+
+void tcp_transport::on_accept_ready(std::size_t index) {
+  int listen_fd = -1;
+  {
+    std::lock_guard guard{mutex_};
+    if (index >= listeners_.size()) return;
+    listen_fd = listeners_[index].fd;
+  }
+  for (int i = 0; i < accepts_per_wakeup_max; ++i) {
+    sockaddr_storage from{};
+    socklen_t length = sizeof from;
+    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&from), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE) {
+        shed_connection(listen_fd);
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        log_->warn("accept failed: {}", system_text(errno));
+      }
+      return;
+    }
+    adopt(fd, format_address(from));
+  }
+}
+
+// Out of descriptors: accept the pending connection with the spare one
+// and close it at once, so the peer hears a refusal instead of waiting.
+void tcp_transport::shed_connection(int listen_fd) {
+  log_->warn("refusing a connection: the process is out of file descriptors");
+  if (reserve_fd_ < 0) return;
+  ::close(reserve_fd_);
+  int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) ::close(fd);
+  reserve_fd_ = ::eventfd(0, EFD_CLOEXEC);
+}
+
+void tcp_transport::adopt(int fd, std::string peer) {
+  set_no_delay(fd);
+  auto c = std::make_shared<connection>();
+  c->peer = std::move(peer);
+  c->st = connection::state::up;
+  c->fd = fd;
+  {
+    std::unique_lock guard{mutex_};
+    if (links_.size() >= options_.max_links) {
+      guard.unlock();
+      log_->warn("refusing the connection from {}: {} links are open (tcp max_links)", c->peer, options_.max_links);
+      ::close(fd);
+      return;
+    }
+    SLUICE_ASSERT(next_sequence_ <= sequence_mask);
+    c->id = make_link_id(tag_, next_sequence_++);
+    links_.emplace(c->id, c);
+  }
+  if (epoll_set(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLIN, key_of(c->id)) != 0) {
+    drop(c, error{errc::internal, "cannot watch the connection from " + c->peer + ": " + system_text(errno)}, true);
+    return;
+  }
+  log_->debug("accepted link {:#x} from {}", c->id, c->peer);
+  sink_.on_link_up(c->id, c->peer);
+}
+
+void tcp_transport::start_connect(const connection_ptr& c) {
+  c->connect_started = true;
+  const socket_address& to = *c->target;
+  int fd = ::socket(to.address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    drop(c, connect_error(c->peer, errno), false);
+    return;
+  }
+  set_no_delay(fd);
+  {
+    std::lock_guard guard{c->send_mutex};
+    c->fd = fd;
+  }
+  // Completion (or refusal) shows up as EPOLLOUT / EPOLLERR, even when
+  // connect() finishes at once.
+  if (::connect(fd, to.raw(), to.length) != 0 && errno != EINPROGRESS) {
+    drop(c, connect_error(c->peer, errno), false);
+    return;
+  }
+  if (epoll_set(epoll_fd_, EPOLL_CTL_ADD, fd, EPOLLOUT, key_of(c->id)) != 0) {
+    drop(c, error{errc::internal, "cannot watch the connection to " + c->peer + ": " + system_text(errno)}, true);
+    return;
+  }
+  c->awaiting_connect = true;
+  connecting_.emplace_back(std::chrono::steady_clock::now() + options_.connect_timeout, c);
+}
+
+void tcp_transport::finish_connect(const connection_ptr& c) {
+  int code = 0;
+  socklen_t length = sizeof code;
+  if (::getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &code, &length) != 0) code = errno;
+  if (code != 0) {
+    drop(c, connect_error(c->peer, code), false);
+    return;
+  }
+  c->awaiting_connect = false;
+  std::erase_if(connecting_, [&c](const auto& entry) { return entry.second == c; });
+  on_connected(c);
+}
+
+void tcp_transport::on_connected(const connection_ptr& c) {
+  std::optional<error> failure;
+  {
+    std::lock_guard guard{c->send_mutex};
+    failure = c->pending_failure_locked();
+    if (!failure) {
+      // The interest set watched only EPOLLOUT for the connect; now read,
+      // and watch writability again only if queued frames remain.
+      int changed = epoll_set(epoll_fd_, EPOLL_CTL_MOD, c->fd, EPOLLIN, key_of(c->id));
+      SLUICE_ASSERT(changed == 0);
+      c->writable_armed = false;
+      c->st = connection::state::up;
+      failure = flush_locked(*c);
+    }
+  }
+  if (failure) {
+    drop(c, *failure, false);
+    return;
+  }
+  log_->debug("link {:#x} to {} is up", c->id, c->peer);
+  sink_.on_link_up(c->id, c->peer);
+}
+
+// Reads what the socket holds, up to the per-wakeup budget, and delivers
+// complete frames. Returns false when the link was dropped.
+bool tcp_transport::on_readable(const connection_ptr& c) {
+  std::size_t budget = options_.read_bytes_per_wakeup_max;
+  while (budget > 0) {
+    // The current part's room first (bulk payload bytes land in place),
+    // then read-ahead into staging (small frames cost few syscalls).
+    auto room = c->room();
+    std::array<iovec, 2> iov{{{room.data(), room.size()}, {staging_.data(), staging_.size()}}};
+    ssize_t got = ::readv(c->fd, iov.data(), static_cast<int>(iov.size()));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      drop(c, error{errc::unavailable, "connection to " + c->peer + " lost: " + system_text(errno)}, false);
+      return false;
+    }
+    if (got == 0) {
+      std::string what = "peer " + c->peer + " closed the connection";
+      drop(c, error{errc::unavailable, c->mid_frame() ? what + " mid-frame" : what}, false);
+      return false;
+    }
+    auto bytes = static_cast<std::size_t>(got);
+    budget -= std::min(budget, bytes);
+    std::size_t direct = std::min(bytes, room.size());
+    c->filled += direct;
+    if (auto failure = absorb(*c, std::span<const std::byte>{staging_.data(), bytes - direct})) {
+      drop(c, *failure, true);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Moves staged bytes into the frame being received, completing parts as
+// they fill. Ends because every pass consumes staged bytes or completes a
+// part, and every part needs at least one byte. Leaves staging empty.
+std::optional<error> tcp_transport::absorb(connection& c, std::span<const std::byte> staged) {
+  for (;;) {
+    auto room = c.room();
+    if (room.empty()) {
+      if (auto failure = complete_part(c)) return failure;
+      continue;
+    }
+    if (staged.empty()) return std::nullopt;
+    std::size_t n = std::min(room.size(), staged.size());
+    std::memcpy(room.data(), staged.data(), n);
+    c.filled += n;
+    staged = staged.subspan(n);
+  }
+}
+
+std::optional<error> tcp_transport::complete_part(connection& c) {
+  using part = connection::part;
+  if (c.at == part::header) {
+    // The limits are checked before a single byte is allocated.
+    auto header = wire::parse_frame_header(c.header, limits_.frame);
+    if (!header) return header.error();
+    c.parsed = *header;
+    auto envelope = try_allocate(c.parsed.envelope_bytes);
+    if (!envelope) return error{errc::no_capacity, "out of memory for a frame envelope from " + c.peer};
+    c.envelope = std::move(*envelope);
+    c.at = part::envelope;
+    c.filled = 0;
+    return std::nullopt;
+  }
+  if (c.at == part::envelope && c.parsed.payload_bytes != 0) {
+    auto payload = try_allocate(static_cast<std::size_t>(c.parsed.payload_bytes));
+    if (!payload) {
+      return error{errc::no_capacity, "out of memory for a payload of " +
+                                          std::to_string(c.parsed.payload_bytes) + " bytes from " + c.peer};
+    }
+    c.payload = std::move(*payload);
+    c.at = part::payload;
+    c.filled = 0;
+    return std::nullopt;
+  }
+  wire::inbound_frame frame{std::move(c.envelope).freeze(),
+                            c.parsed.payload_bytes == 0 ? shared_bytes{} : std::move(c.payload).freeze()};
+  c.envelope = byte_buffer{};
+  c.payload = byte_buffer{};
+  c.at = part::header;
+  c.filled = 0;
+  auto accepted = sink_.on_frame(c.id, std::move(frame));
+  if (!accepted) return accepted.error();
+  return std::nullopt;
+}
+
+void tcp_transport::on_writable(const connection_ptr& c) {
+  std::optional<error> failure;
+  {
+    std::lock_guard guard{c->send_mutex};
+    if (c->st != connection::state::up) {
+      // A close or failure is pending (its notice drops the link); stop
+      // watching writability so the level-triggered loop does not spin.
+      want_writable_locked(*c, false);
+      return;
+    }
+    failure = flush_locked(*c);
+  }
+  if (failure) drop(c, *failure, false);
+}
+
+void tcp_transport::expire_connects() {
+  if (connecting_.empty()) return;
+  auto now = std::chrono::steady_clock::now();
+  std::vector<connection_ptr> expired;
+  for (const auto& [deadline, c] : connecting_) {
+    if (deadline <= now) expired.push_back(c);
+  }
+  for (const auto& c : expired) {
+    drop(c, error{errc::timeout, "connection to " + c->peer + " did not complete within " +
+                                     std::to_string(options_.connect_timeout.count()) + " ms"},
+         false);
+  }
+}
+
+void tcp_transport::drop(const connection_ptr& c, const error& reason, bool warn) {
+  if (warn) {
+    log_->warn("closing link {:#x} with {}: {}", c->id, c->peer, reason.to_string());
+  } else {
+    log_->debug("link {:#x} with {} is down: {}", c->id, c->peer, reason.to_string());
+  }
+  {
+    std::lock_guard guard{mutex_};
+    links_.erase(c->id);
+  }
+  std::erase_if(connecting_, [&c](const auto& entry) { return entry.second == c; });
+  {
+    std::lock_guard guard{c->send_mutex};
+    c->st = connection::state::closed;
+    if (c->fd >= 0) {
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+      ::close(c->fd);
+    }
+    c->fd = -1;
+    c->queue.clear();
+    c->queued_bytes = 0;
+  }
+  c->gone = true;
+  c->envelope = byte_buffer{};
+  c->payload = byte_buffer{};
+  sink_.on_link_down(c->id, reason);
+}
+
+}  // namespace sluice::transport
