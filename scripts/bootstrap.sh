@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs every Debian package that building and testing Sluice needs.
 # Idempotent: packages already present are skipped, so a second run is quick.
+#
+#   scripts/bootstrap.sh          # build and test dependencies
+#   scripts/bootstrap.sh bench    # those, plus the peers bench/run measures against
 set -euo pipefail
+
+case "${1:-}" in
+  "" | bench) ;;
+  *) echo "usage: scripts/bootstrap.sh [bench]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -15,6 +23,11 @@ packages=(
   libxxhash-dev
   iproute2 procps
 )
+
+# bench/run: the real peers Sluice is compared with (redis-tools, with
+# redis-cli, comes with redis-server) and taskset to pin both sides.
+bench_packages=(redis-server redis-tools util-linux)
+if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do
