@@ -20,7 +20,7 @@ packages=(
   libsqlite3-dev
   libibverbs-dev librdmacm-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libxxhash-dev
+  libxxhash-dev libdlpack-dev
   iproute2 procps
 )
 
