@@ -10,7 +10,10 @@
 #include <atomic>
 #include <thread>
 
+#include <cstring>
+
 #include "sluice/client.hpp"
+#include "sluice/dict.hpp"
 #include "sluice/node.hpp"
 
 namespace {
@@ -208,4 +211,32 @@ TEST_CASE("kv: with random placement, values land on several owners and every ow
   for (auto& m : s.members) holders += m.object_count > 0 ? 1 : 0;
   CHECK(holders >= 2);
   CHECK(s.object_count == 30);
+}
+
+TEST_CASE("kv: a dict put as bytes is read back in place with its tensor as a view") {
+  auto cluster = start_cluster();
+  auto kv = connect(*cluster);
+  std::vector<float> logits(4 * 16);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i) * 0.5f;
+  sluice::dict_builder b;
+  REQUIRE(b.add_int64("step", 7).ok());
+  REQUIRE(b.add_tensor("logits", {sluice::dtype_float32, {4, 16}, {}, {}},
+                       std::as_bytes(std::span{logits}))
+              .ok());
+  // encode_into wants a 64-byte-aligned region.
+  std::vector<std::byte> storage(b.encoded_size() + 64);
+  auto offset = (64 - reinterpret_cast<std::uintptr_t>(storage.data()) % 64) % 64;
+  std::span<std::byte> encoded{storage.data() + offset, b.encoded_size()};
+  REQUIRE(b.encode_into(encoded).ok());
+  REQUIRE(kv->put("dict", std::span<const std::byte>{encoded}).ok());
+
+  auto got = kv->get("dict").value();
+  auto dict = sluice::dict_view::parse(got.bytes());
+  REQUIRE_MESSAGE(dict.ok(), (dict ? "" : dict.error().to_string()));
+  CHECK(dict->find("step")->as_int64().value() == 7);
+  auto tensor = dict->find("logits")->as_tensor().value();
+  auto data = tensor.data;
+  CHECK(data.data() >= got.data());
+  CHECK(data.data() + data.size() <= got.data() + got.size());
+  CHECK(std::memcmp(data.data(), logits.data(), data.size()) == 0);
 }
