@@ -1,0 +1,159 @@
+// The shm transport: a client and its owner over rings in shared memory.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "runtime/memory/pool.hpp"
+#include "tests/transports/test_sink.hpp"
+#include "transports/shm/shm_client.hpp"
+#include "transports/shm/shm_server.hpp"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::transport;
+using namespace sluice::transport::testing;
+using namespace std::chrono_literals;
+
+std::string unique_name(const char* stem) {
+  static std::atomic<int> counter{0};
+  return "@sluice-test-" + std::string{stem} + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(counter++);
+}
+
+shm_server_options small_rings() {
+  shm_server_options o;
+  o.ring_bytes = 1u << 20;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("shm: frames flow both ways between a client and its owner") {
+  recording_sink owner_sink, client_sink;
+  shm_server server{1, owner_sink, {}, small_rings()};
+  auto name = unique_name("basic");
+  REQUIRE(server.listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  auto server_link = owner_sink.wait_up();
+  REQUIRE(server_link.has_value());
+
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    REQUIRE(client.send(*link, make_frame(i, patterned(i * 97 % 5000, i))).ok());
+  }
+  REQUIRE(owner_sink.wait_frames(*server_link, 200));
+  auto got = owner_sink.frames(*server_link);
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    CHECK(sequence_of(got[i]) == i);
+    CHECK(envelope_intact(got[i], i));
+    CHECK(is_patterned(got[i].payload, i * 97 % 5000, i));
+  }
+  REQUIRE(server.send(*server_link, make_frame(7, patterned(100000, 7))).ok());
+  REQUIRE(client_sink.wait_frames(*link, 1));
+  CHECK(is_patterned(client_sink.frames(*link)[0].payload, 100000, 7));
+  CHECK(owner_sink.orderly());
+  CHECK(client_sink.orderly());
+}
+
+TEST_CASE("shm: a client maps the owner's pool and sees what the owner wrote") {
+  auto p = pool::create({"shm-test", 4u << 20, 4u << 20, false, prefault_mode::none});
+  REQUIRE(p.ok());
+  auto r = (*p)->allocate(4096);
+  REQUIRE(r.ok());
+  auto bytes = (*p)->resolve(*r).value();
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i % 251);
+
+  recording_sink owner_sink, client_sink;
+  auto options = small_rings();
+  for (std::uint32_t s = 0; s < (*p)->segment_count(); ++s) {
+    options.segments.push_back({(*p)->segment_at(s).fd(), (*p)->segment_at(s).size_bytes()});
+  }
+  shm_server server{1, owner_sink, {}, options};
+  auto name = unique_name("pool");
+  REQUIRE(server.listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  auto mapped = client.resolve(*r);
+  REQUIRE(mapped.has_value());
+  CHECK(mapped->data() != bytes.data());  // another mapping of the same memory
+  CHECK(std::memcmp(mapped->data(), bytes.data(), 4096) == 0);
+  (*mapped)[0] = std::byte{0x5a};
+  CHECK(bytes[0] == std::byte{0x5a});
+  CHECK_FALSE(client.resolve(region{0, (4u << 20) - 10, 100}).has_value());
+  CHECK_FALSE(client.resolve(region{7, 0, 1}).has_value());
+}
+
+TEST_CASE("shm: an owner learns at once that a client process died") {
+  recording_sink owner_sink;
+  shm_server server{1, owner_sink, {}, small_rings()};
+  auto name = unique_name("crash");
+  REQUIRE(server.listen(name).ok());
+  pid_t child = ::fork();
+  if (child == 0) {
+    recording_sink sink;
+    shm_client client{2, sink};
+    auto link = client.connect(name);
+    if (!link || !sink.wait_link_up(*link)) _exit(1);
+    (void)client.send(*link, make_frame(1));
+    ::pause();  // until killed
+    _exit(0);
+  }
+  auto link = owner_sink.wait_up();
+  REQUIRE(link.has_value());
+  REQUIRE(owner_sink.wait_frames(*link, 1));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  auto down = owner_sink.wait_down(*link);
+  REQUIRE(down.has_value());
+  CHECK(down->code() == errc::unavailable);
+}
+
+TEST_CASE("shm: a client learns that its owner went away") {
+  recording_sink owner_sink, client_sink;
+  auto server = std::make_unique<shm_server>(1, owner_sink, transport_limits{}, small_rings());
+  auto name = unique_name("owner-gone");
+  REQUIRE(server->listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  server.reset();
+  auto down = client_sink.wait_down(*link);
+  REQUIRE(down.has_value());
+  CHECK(client.send(*link, make_frame(1)).code() == errc::unavailable);
+  CHECK(client.connect(name).code() == errc::unavailable);
+}
+
+TEST_CASE("shm: a frame that does not fit the ring is refused, not truncated") {
+  recording_sink owner_sink, client_sink;
+  shm_server server{1, owner_sink, {}, small_rings()};
+  auto name = unique_name("big");
+  REQUIRE(server.listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  CHECK(client.send(*link, make_frame(1, patterned(2u << 20, 1))).code() == errc::invalid_argument);
+  REQUIRE(client.send(*link, make_frame(2, patterned(10, 2))).ok());
+  auto server_link = owner_sink.wait_up();
+  REQUIRE(owner_sink.wait_frames(*server_link, 1));
+  CHECK(sequence_of(owner_sink.frames(*server_link)[0]) == 2);
+}
+
+TEST_CASE("shm: nobody listening fails the connect at once") {
+  recording_sink sink;
+  shm_client client{2, sink};
+  CHECK(client.connect(unique_name("nobody")).code() == errc::unavailable);
+}

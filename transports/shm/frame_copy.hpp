@@ -1,0 +1,53 @@
+// Frames in and out of shm rings: a record holds one whole frame (header,
+// envelope, payload). Checks both ways, because the ring's other end may
+// be buggy or hostile.
+#pragma once
+
+#include <cstring>
+#include <span>
+#include <string>
+
+#include "runtime/wire/frame.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::transport::shm {
+
+/// A frame taken out of a ring record: header checked against `limits`,
+/// sizes matching the record, envelope and payload copied out of shared
+/// memory (the peer may reuse the record's space at once).
+inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> record,
+                                                const wire::frame_limits& limits) {
+  if (record.size() < wire::frame_header_bytes) {
+    return fail(errc::protocol, "a ring record shorter than a frame header");
+  }
+  wire::header_bytes raw;
+  std::memcpy(raw.data(), record.data(), raw.size());
+  auto header = wire::parse_frame_header(raw, limits);
+  if (!header) return header.error();
+  auto body = record.subspan(wire::frame_header_bytes);
+  if (body.size() != std::uint64_t{header->envelope_bytes} + header->payload_bytes) {
+    return fail(errc::protocol, "a ring record whose size does not match its frame header");
+  }
+  auto envelope = byte_buffer::allocate(header->envelope_bytes);
+  std::memcpy(envelope.data(), body.data(), header->envelope_bytes);
+  auto payload = byte_buffer::allocate(header->payload_bytes);
+  if (header->payload_bytes != 0) {
+    std::memcpy(payload.data(), body.data() + header->envelope_bytes, header->payload_bytes);
+  }
+  return wire::inbound_frame{std::move(envelope).freeze(), std::move(payload).freeze()};
+}
+
+/// Whether `frame` can go into a ring whose records hold `record_bytes_max`.
+inline result<void> check_outbound(const wire::outbound_frame& frame, std::uint32_t record_bytes_max) {
+  if (frame.head.size() < wire::frame_header_bytes) {
+    return fail(errc::invalid_argument, "a frame without a header");
+  }
+  if (frame.size() > record_bytes_max) {
+    return fail(errc::invalid_argument, "a frame of " + std::to_string(frame.size()) +
+                                            " bytes does not fit the shm ring (at most " +
+                                            std::to_string(record_bytes_max) + ")");
+  }
+  return {};
+}
+
+}  // namespace sluice::transport::shm

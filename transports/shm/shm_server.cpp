@@ -1,0 +1,339 @@
+#include "transports/shm/shm_server.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "transports/shm/frame_copy.hpp"
+
+namespace sluice::transport {
+namespace {
+
+constexpr std::uint64_t wake_key = 1;
+constexpr std::uint64_t doorbell_key = 2;
+constexpr std::uint64_t listener_key = 3;
+/// Records taken from one client's ring before the others get a turn.
+constexpr int records_per_turn = 64;
+/// Spin iterations between two non-blocking looks at the sockets, so new
+/// clients and closed ones are noticed while the poller is busy.
+constexpr int spins_per_event_check = 256;
+
+void add_to_epoll(int epoll_fd, int fd, std::uint64_t key, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = key;
+  ::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void drain_eventfd(int fd) {
+  std::uint64_t value = 0;
+  [[maybe_unused]] auto n = ::read(fd, &value, sizeof value);
+}
+
+void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+struct shm_server::client {
+  link_id id = 0;
+  std::string peer;
+  shm::unix_socket socket;
+  std::unique_ptr<shm::channel_memory> memory;
+  std::optional<shm::ring> requests;  // consumer: poller thread only
+
+  std::mutex send_mutex;
+  std::optional<shm::ring> responses;  // producer: under send_mutex
+  std::deque<wire::outbound_frame> overflow;
+  std::uint64_t overflow_bytes = 0;
+  bool closed = false;  // under send_mutex
+
+  std::atomic<bool> close_requested{false};
+
+  explicit client(shm::unix_socket s) : socket(std::move(s)) {}
+};
+
+shm_server::shm_server(std::uint16_t tag, link_sink& sink, transport_limits limits,
+                       shm_server_options options)
+    : tag_(tag), sink_(sink), limits_(limits), options_(std::move(options)), log_(get_logger("shm")) {
+  epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+  doorbell_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  wake_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd_ || !doorbell_fd_ || !wake_fd_) {
+    throw std::system_error(errno, std::generic_category(), "shm: epoll/eventfd");
+  }
+  add_to_epoll(epoll_fd_.get(), wake_fd_.get(), wake_key, EPOLLIN);
+  add_to_epoll(epoll_fd_.get(), doorbell_fd_.get(), doorbell_key, EPOLLIN);
+  poller_ = std::thread([this] { run(); });
+}
+
+shm_server::~shm_server() { shutdown(); }
+
+result<std::string> shm_server::listen(std::string_view address) {
+  auto l = shm::unix_listener::listen(address);
+  if (!l) return l.error();
+  if (auto ok = l->set_nonblocking(true); !ok) return ok.error();
+  std::lock_guard guard{mutex_};
+  if (listener_) return fail(errc::conflict, "this shm transport listens already");
+  add_to_epoll(epoll_fd_.get(), l->fd(), listener_key, EPOLLIN);
+  listener_.emplace(std::move(*l));
+  log_->debug("listening on {}", address);
+  return std::string{address};
+}
+
+result<link_id> shm_server::connect(std::string_view address) {
+  return fail(errc::invalid_argument,
+              "an owner accepts shm clients but does not dial '" + std::string{address} + "'");
+}
+
+auto shm_server::find(link_id link) -> client_ptr {
+  std::lock_guard guard{mutex_};
+  auto it = clients_.find(link);
+  return it == clients_.end() ? nullptr : it->second;
+}
+
+void shm_server::wake() noexcept {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
+}
+
+bool shm_server::write_locked(client& c, const wire::outbound_frame& frame) {
+  auto size = static_cast<std::uint32_t>(frame.size());
+  auto room = c.responses->reserve(size);
+  if (!room) return false;
+  std::memcpy(room->data(), frame.head.data(), frame.head.size());
+  if (!frame.payload.empty()) {
+    std::memcpy(room->data() + frame.head.size(), frame.payload.data(), frame.payload.size());
+  }
+  c.responses->commit();
+  return true;
+}
+
+result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
+  auto c = find(link);
+  if (!c) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
+  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max()); !bad) return bad;
+  std::lock_guard guard{c->send_mutex};
+  if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
+  if (c->overflow.empty() && write_locked(*c, frame)) {
+    shm::notify_consumer(*c->responses);
+    return {};
+  }
+  if (c->overflow_bytes + frame.size() > limits_.max_queued_bytes) {
+    return fail(errc::overloaded, "the client does not read its responses; its queue is full");
+  }
+  c->overflow_bytes += frame.size();
+  c->overflow.push_back(std::move(frame));
+  wake();
+  return {};
+}
+
+void shm_server::close(link_id link) {
+  if (auto c = find(link)) {
+    c->close_requested = true;
+    wake();
+  }
+}
+
+void shm_server::shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    stopping_ = true;
+    wake();
+    if (poller_.joinable()) poller_.join();
+    std::lock_guard guard{mutex_};
+    for (auto& [id, c] : clients_) {
+      std::lock_guard send_guard{c->send_mutex};
+      c->closed = true;
+      shm::close_and_wake(*c->responses);
+      shm::close_and_wake(*c->requests);
+    }
+    clients_.clear();
+    listener_.reset();
+  });
+}
+
+// --- the poller thread -------------------------------------------------------
+
+void shm_server::run() {
+  auto idle_since = std::chrono::steady_clock::now();
+  int spins = 0;
+  while (!stopping_) {
+    if (serve_all()) {
+      idle_since = std::chrono::steady_clock::now();
+      if (++spins % spins_per_event_check == 0) handle_events(0);
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - idle_since < options_.spin) {
+      cpu_relax();
+      if (++spins % spins_per_event_check == 0) handle_events(0);
+      continue;
+    }
+    sleep_until_work();
+    idle_since = std::chrono::steady_clock::now();
+  }
+}
+
+bool shm_server::serve_all() {
+  bool progress = false;
+  // A copy: drop() edits active_.
+  auto clients = active_;
+  for (auto& c : clients) {
+    if (c->close_requested) {
+      drop(c, error{errc::aborted, "closed locally"});
+      continue;
+    }
+    progress |= drain(*c);
+    progress |= flush(*c);
+  }
+  return progress;
+}
+
+bool shm_server::drain(client& c) {
+  bool any = false;
+  for (int n = 0; n < records_per_turn; ++n) {
+    auto record = c.requests->peek();
+    if (!record) break;
+    any = true;
+    auto frame = shm::copy_inbound(*record, limits_.frame);
+    c.requests->pop();
+    if (!frame) {
+      log_->warn("closing shm link {:#x} from {}: {}", c.id, c.peer, frame.error().to_string());
+      c.close_requested = true;
+      break;
+    }
+    if (auto taken = sink_.on_frame(c.id, std::move(*frame)); !taken) {
+      log_->warn("closing shm link {:#x} from {}: {}", c.id, c.peer, taken.error().to_string());
+      c.close_requested = true;
+      break;
+    }
+  }
+  if (c.requests->broken()) {
+    log_->warn("closing shm link {:#x} from {}: its request ring is corrupt", c.id, c.peer);
+    c.close_requested = true;
+  }
+  if (any) shm::notify_producer(*c.requests);
+  return any;
+}
+
+bool shm_server::flush(client& c) {
+  std::lock_guard guard{c.send_mutex};
+  bool any = false;
+  while (!c.overflow.empty() && write_locked(c, c.overflow.front())) {
+    c.overflow_bytes -= c.overflow.front().size();
+    c.overflow.pop_front();
+    any = true;
+  }
+  if (any) shm::notify_consumer(*c.responses);
+  return any;
+}
+
+void shm_server::sleep_until_work() {
+  auto clients = active_;
+  for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  bool ready = false;
+  for (auto& c : clients) ready |= c->requests->peek().has_value() || c->close_requested;
+  handle_events(ready ? 0 : static_cast<int>(options_.nap.count()));
+  for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_awake, std::memory_order_relaxed);
+}
+
+void shm_server::handle_events(int timeout_ms) {
+  epoll_event events[32];
+  int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms);
+  for (int i = 0; i < n; ++i) {
+    auto key = events[i].data.u64;
+    if (key == wake_key) {
+      drain_eventfd(wake_fd_.get());
+    } else if (key == doorbell_key) {
+      drain_eventfd(doorbell_fd_.get());
+    } else if (key == listener_key) {
+      accept_clients();
+    } else if (auto c = find(key)) {
+      drop(c, error{errc::unavailable, "the client process closed its connection (it exited or crashed)"});
+    }
+  }
+}
+
+void shm_server::accept_clients() {
+  while (true) {
+    result<shm::unix_socket> s = error{errc::unavailable, "no listener"};
+    {
+      std::lock_guard guard{mutex_};
+      if (!listener_) return;
+      s = listener_->accept();
+    }
+    if (!s) return;  // timeout: nobody else waiting
+    auto c = std::make_shared<client>(std::move(*s));
+    if (auto ok = greet(*c); !ok) {
+      log_->warn("refusing a shm client: {}", ok.error().to_string());
+      continue;
+    }
+    {
+      std::lock_guard guard{mutex_};
+      if (clients_.size() >= options_.clients_max) {
+        log_->warn("refusing a shm client: {} are connected (clients_max)", clients_.size());
+        continue;
+      }
+      c->id = make_link_id(tag_, next_sequence_++);
+      clients_.emplace(c->id, c);
+    }
+    active_.push_back(c);
+    add_to_epoll(epoll_fd_.get(), c->socket.fd(), c->id, EPOLLRDHUP | EPOLLHUP | EPOLLIN);
+    sink_.on_link_up(c->id, c->peer);
+  }
+}
+
+result<void> shm_server::greet(client& c) {
+  auto creds = c.socket.peer();
+  c.peer = creds ? fmt::format("shm:pid={}", creds->pid) : std::string{"shm:unknown"};
+  auto memory = shm::channel_memory::create(options_.ring_bytes);
+  if (!memory) return memory.error();
+  c.memory = std::move(*memory);
+  auto requests = shm::ring::attach(c.memory->requests_area());
+  auto responses = shm::ring::attach(c.memory->responses_area());
+  if (!requests || !responses) return fail(errc::internal, "fresh rings do not attach");
+  c.requests.emplace(std::move(*requests));
+  c.responses.emplace(std::move(*responses));
+  shm::greeting g{options_.ring_bytes, {}};
+  for (auto& s : options_.segments) g.segment_bytes.push_back(s.size_bytes);
+  auto bytes = shm::encode_greeting(g);
+  int fds[] = {c.memory->fd(), doorbell_fd_.get()};
+  if (auto ok = c.socket.send(bytes, fds); !ok) return ok.error();
+  for (std::size_t i = 0; i < options_.segments.size(); i += shm::unix_fds_max) {
+    std::vector<int> batch;
+    for (std::size_t j = i; j < options_.segments.size() && j < i + shm::unix_fds_max; ++j) {
+      batch.push_back(options_.segments[j].fd);
+    }
+    auto count = static_cast<std::uint32_t>(batch.size());
+    if (auto ok = c.socket.send(std::as_bytes(std::span{&count, 1}), batch); !ok) return ok.error();
+  }
+  return {};
+}
+
+void shm_server::drop(const client_ptr& c, const error& reason) {
+  {
+    std::lock_guard guard{mutex_};
+    if (clients_.erase(c->id) == 0) return;  // dropped already
+  }
+  std::erase(active_, c);
+  ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->socket.fd(), nullptr);
+  {
+    std::lock_guard guard{c->send_mutex};
+    c->closed = true;
+    shm::close_and_wake(*c->responses);
+  }
+  shm::close_and_wake(*c->requests);
+  log_->debug("shm link {:#x} with {} is down: {}", c->id, c->peer, reason.to_string());
+  sink_.on_link_down(c->id, reason);
+}
+
+}  // namespace sluice::transport
