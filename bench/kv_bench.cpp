@@ -518,7 +518,11 @@ std::vector<system_under_test> systems(const options& o) {
   std::vector<system_under_test> out;
   if (o.only != "redis") {
     out.push_back({"kv_tcp", "put", [address = o.sluice_address]() -> result<std::unique_ptr<kv_connection>> {
-                     auto c = sluice::client::connect(address);
+                     // TCP even though the owner is local: these figures
+                     // measure the remote-client path.
+                     sluice::client_options options;
+                     options.transport = sluice::client_transport::tcp;
+                     auto c = sluice::client::connect(address, options);
                      if (!c) return std::move(c).error();
                      return std::unique_ptr<kv_connection>{new sluice_connection{std::move(*c)}};
                    }});

@@ -9,7 +9,7 @@ namespace {
 
 struct client_state {
   std::optional<endpoint> ep;
-  std::string owner_address;
+  std::vector<std::string> owner_addresses;
   std::optional<transport::link_id> link;
   static inline const char* name = "sluice.client";
 };
@@ -21,7 +21,11 @@ void on_call(self_ptr self, api_call& call) {
   if (!st.link) {
     // (Re)connect on demand; the transport queues our frames until the
     // link is up, and the endpoint fails them if it never comes up.
-    auto link = st.ep->connect(st.owner_address);
+    result<transport::link_id> link = error{errc::invalid_argument, "no owner address"};
+    for (auto& address : st.owner_addresses) {
+      link = st.ep->connect(address);
+      if (link) break;
+    }
     if (!link) {
       call.done(std::move(link).error());
       return;
@@ -35,7 +39,7 @@ void on_call(self_ptr self, api_call& call) {
 
 client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
   auto& st = self->state;
-  st.owner_address = deps.owner_address;
+  st.owner_addresses = deps.owner_addresses;
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("client"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 
@@ -27,8 +28,9 @@ using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>>;
 
 struct client_deps {
   endpoint::identity identity;
-  /// The owner to talk to (host:port or inproc://name).
-  std::string owner_address;
+  /// Where the owner is, best first (e.g. its shm socket, then its TCP
+  /// address): each (re)connect takes the first that accepts a link.
+  std::vector<std::string> owner_addresses;
   /// The node's transports. REQUIRES: outlives the actor.
   transport::transport* net = nullptr;
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.

@@ -106,6 +106,22 @@ result<void> to_pong(result<wire::message>& reply) {
   return {};
 }
 
+/// Where to look for the owner at `address`, best first. An owner serves
+/// local clients on the abstract Unix socket "@sluice-" + its TCP address
+/// (unless configured otherwise): reaching it there means the owner runs
+/// on this host.
+std::vector<std::string> owner_addresses(const std::string& address, client_transport choice) {
+  bool plain_tcp = address.find("://") == std::string::npos;
+  std::string shm = address.starts_with("shm://") ? address : "shm://@sluice-" + address;
+  switch (choice) {
+    case client_transport::tcp: return {address};
+    case client_transport::shared_memory: return {shm};
+    case client_transport::automatic: break;
+  }
+  if (plain_tcp) return {shm, address};
+  return {address};
+}
+
 }  // namespace
 
 result<client_options> load_client_options(const std::string& config_file) {
@@ -128,7 +144,7 @@ result<std::unique_ptr<client>> client::impl::connect_with(const std::string& ad
   node_config cfg;
   cfg.node.name = options.name;
   cfg.node.threads = 1;
-  auto host = node_host::start_client(cfg, address, {hub.get(), ""});
+  auto host = node_host::start_client(cfg, owner_addresses(address, options.transport), {hub.get(), ""});
   if (!host) return std::move(host).error();
   auto state = std::make_unique<impl>();
   state->hub = std::move(hub);

@@ -11,6 +11,9 @@
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "runtime/rng.hpp"
+#include "actors/owner/pool_store.hpp"
+#include "transports/shm/shm_client.hpp"
+#include "transports/shm/shm_server.hpp"
 #include "transports/tcp/tcp_address.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -19,6 +22,7 @@ namespace {
 
 constexpr std::uint16_t tcp_tag = 1;
 constexpr std::uint16_t inproc_tag = 2;
+constexpr std::uint16_t shm_tag = 3;
 /// How long a stopping node waits for its role to finish saying goodbye.
 constexpr std::chrono::seconds stop_timeout{2};
 
@@ -56,7 +60,31 @@ result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, ro
     host->net_->add(inproc_tag, std::make_unique<transport::inproc_transport>(
                                     inproc_tag, *host->sink_, *where.hub, limits));
   }
+  host->limits_ = limits;
   return host;
+}
+
+/// The owner's shared-memory side: its pool, and the shm transport that
+/// hands the pool to local clients. Returns the store values go to.
+result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cfg) {
+  if (cfg.owner.shm == "off") return std::shared_ptr<object_store>{std::make_shared<memory_store>(cfg.owner.capacity_bytes)};
+  pool_options options;
+  options.name = "sluice-pool";
+  options.pool_bytes = cfg.owner.capacity_bytes;
+  options.segment_bytes = std::min(cfg.owner.segment_bytes, cfg.owner.capacity_bytes);
+  options.huge_pages = cfg.owner.huge_pages;
+  options.prefault = cfg.owner.prefault == prefault_policy::background ? prefault_mode::background
+                                                                       : prefault_mode::none;
+  auto store = pool_store::create(options);
+  if (!store) return store.error();
+  transport::shm_server_options shm;
+  for (auto& [fd, size] : (*store)->segments()) shm.segments.push_back({fd, size});
+  net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
+  shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
+  if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
+    return fail(bound.code(), "cannot open the shm socket " + shm_address_ + ": " + bound.error().message());
+  }
+  return std::shared_ptr<object_store>{std::move(*store)};
 }
 
 result<void> node_host::listen(const node_config& cfg, role r, const placement& where) {
@@ -104,14 +132,16 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
   deps.net = h.net_.get();
-  deps.store = std::make_shared<memory_store>(cfg.owner.capacity_bytes);
+  auto store = h.open_pool(cfg);
+  if (!store) return store.error();
+  deps.store = std::move(*store);
   h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;
 }
 
 result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cfg,
-                                                           const std::string& owner_address,
+                                                           std::vector<std::string> owner_addresses,
                                                            placement where) {
   auto host = prepare(cfg, role::client, where);
   if (!host) return host;
@@ -119,7 +149,8 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   h.make_system(cfg.node.threads);
   client_deps deps;
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
-  deps.owner_address = owner_address;
+  deps.owner_addresses = std::move(owner_addresses);
+  h.net_->add(shm_tag, std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_));
   deps.net = h.net_.get();
   h.actor_ = caf::actor_cast<caf::actor>(spawn_client(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);

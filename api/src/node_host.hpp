@@ -6,11 +6,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
 #include "actors/common/actor_sink.hpp"
+#include "actors/owner/object_store.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
 #include "transports/inproc/inproc_transport.hpp"
@@ -36,9 +38,10 @@ class node_host {
 
   static result<std::unique_ptr<node_host>> start_master(const node_config& cfg, placement where = {});
   static result<std::unique_ptr<node_host>> start_owner(const node_config& cfg, placement where = {});
-  /// A client node talking to the owner at `owner_address`.
+  /// A client node talking to the owner at the first of
+  /// `owner_addresses` that accepts a link.
   static result<std::unique_ptr<node_host>> start_client(const node_config& cfg,
-                                                         const std::string& owner_address,
+                                                         std::vector<std::string> owner_addresses,
                                                          placement where = {});
 
   /// Stops the role actor, the transports and the actor system.
@@ -51,6 +54,9 @@ class node_host {
   const std::string& address() const noexcept { return address_; }
   /// Where other nodes reach it (differs from address() for wildcards).
   const std::string& advertised() const noexcept { return advertise_; }
+  /// Where local clients reach an owner through shared memory; empty when
+  /// it has none.
+  const std::string& shm_address() const noexcept { return shm_address_; }
   const caf::actor& actor() const noexcept { return actor_; }
 
  private:
@@ -59,10 +65,13 @@ class node_host {
                                                     placement where);
   result<void> listen(const node_config& cfg, role r, const placement& where);
   void make_system(std::uint32_t threads);
+  result<std::shared_ptr<object_store>> open_pool(const node_config& cfg);
 
   node_id id_;
   std::string address_;
   std::string advertise_;
+  std::string shm_address_;
+  transport::transport_limits limits_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;
   std::unique_ptr<caf::actor_system_config> system_config_;

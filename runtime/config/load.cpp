@@ -174,6 +174,19 @@ result<microseconds> read_duration(const toml::node& value, const key_ref& key) 
   return *parsed;
 }
 
+result<bool> read_bool(const toml::node& value, const key_ref& key) {
+  if (const auto* b = value.as_boolean()) return b->get();
+  return must_be(key, "true or false", value);
+}
+
+result<prefault_policy> read_prefault(const toml::node& value, const key_ref& key) {
+  auto name = read_string(value, key);
+  if (!name) return std::move(name).error();
+  if (*name == "none") return prefault_policy::none;
+  if (*name == "background") return prefault_policy::background;
+  return invalid(key, fmt::format("unknown prefault '{}'; accepted: none, background", *name));
+}
+
 result<std::string> read_log_level(const toml::node& value, const key_ref& key) {
   auto level = read_string(value, key);
   if (!level) return level;
@@ -256,6 +269,10 @@ constexpr key_spec owner_keys[] = {
     {"max_value", store<&node_config::owner, &owner_section::max_value_bytes, read_nonzero_size>},
     {"reconnect_interval",
      store<&node_config::owner, &owner_section::reconnect_interval, read_duration>},
+    {"shm", store<&node_config::owner, &owner_section::shm, read_string>},
+    {"segment", store<&node_config::owner, &owner_section::segment_bytes, read_nonzero_size>},
+    {"huge_pages", store<&node_config::owner, &owner_section::huge_pages, read_bool>},
+    {"prefault", store<&node_config::owner, &owner_section::prefault, read_prefault>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",

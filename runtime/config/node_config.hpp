@@ -55,6 +55,12 @@ struct master_section {
   placement_policy placement = placement_policy::local_first;
 };
 
+/// How an owner's pool pages get their memory.
+enum class prefault_policy : std::uint8_t {
+  none = 0,        ///< on first touch
+  background = 1,  ///< a thread touches every page while the pool is in use
+};
+
 struct owner_section {
   /// The master's address (host:port or inproc://name).
   std::string master;
@@ -64,6 +70,16 @@ struct owner_section {
   std::uint64_t max_value_bytes = 256ULL << 20;
   /// Pause between attempts to reach the master after losing it.
   microseconds reconnect_interval{1'000'000};
+  /// Where local clients reach this owner through shared memory: a Unix
+  /// socket path, "@name" (an abstract socket), "auto" ("@sluice-" and
+  /// the owner's TCP address), or "off".
+  std::string shm = "auto";
+  /// Size of each shared-memory segment of the pool (the pool is
+  /// capacity_bytes in all).
+  std::uint64_t segment_bytes = 1ULL << 30;
+  /// Back the pool with huge pages (needs vm.nr_hugepages reserved).
+  bool huge_pages = false;
+  prefault_policy prefault = prefault_policy::none;
 };
 
 struct client_section {

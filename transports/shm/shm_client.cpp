@@ -26,6 +26,9 @@ struct shm_client::connection {
   std::mutex send_mutex;
   std::optional<shm::ring> requests;  // producer: under send_mutex
   bool up = false;                    // under send_mutex
+  // Frames sent before the greeting finished; flushed in order once it has.
+  std::deque<wire::outbound_frame> early;  // under send_mutex
+  std::uint64_t early_bytes = 0;           // under send_mutex
   bool closed = false;                // under send_mutex
 
   std::atomic<bool> close_requested{false};
@@ -101,9 +104,17 @@ void shm_client::read_loop(std::shared_ptr<connection> c) {
     finish(*c, ok.error());
     return;
   }
+  bool flushed = true;
   {
     std::lock_guard guard{c->send_mutex};
     c->up = true;
+    for (auto& frame : c->early) flushed = flushed && write_locked(*c, frame);
+    if (c->early_bytes != 0) shm::notify_poller(*c->requests, c->doorbell.get());
+    c->early.clear();
+    c->early_bytes = 0;
+  }
+  if (!flushed) {
+    return finish(*c, error{errc::overloaded, "frames sent while connecting do not fit the shm ring"});
   }
   sink_.on_link_up(c->id, c->address);
   shm::waiter w{options_.waiter};
@@ -150,19 +161,33 @@ result<void> shm_client::send(link_id link, wire::outbound_frame frame) {
   }
   if (!c || c->id != link) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
   std::lock_guard guard{c->send_mutex};
-  if (c->closed || !c->up) {
-    return fail(errc::unavailable, fmt::format("shm link {:#x} is not up", link));
+  if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
+  if (!c->up) {
+    if (c->early_bytes + frame.size() > limits_.max_queued_bytes) {
+      return fail(errc::overloaded, "too many frames wait for the shm link to come up");
+    }
+    c->early_bytes += frame.size();
+    c->early.push_back(std::move(frame));
+    return {};
   }
   if (auto ok = shm::check_outbound(frame, c->requests->record_bytes_max()); !ok) return ok;
-  auto room = c->requests->reserve(static_cast<std::uint32_t>(frame.size()));
-  if (!room) return fail(errc::overloaded, "the owner is not keeping up: the shm request ring is full");
+  if (!write_locked(*c, frame)) {
+    return fail(errc::overloaded, "the owner is not keeping up: the shm request ring is full");
+  }
+  shm::notify_poller(*c->requests, c->doorbell.get());
+  return {};
+}
+
+bool shm_client::write_locked(connection& c, const wire::outbound_frame& frame) {
+  if (frame.size() > c.requests->record_bytes_max()) return false;
+  auto room = c.requests->reserve(static_cast<std::uint32_t>(frame.size()));
+  if (!room) return false;
   std::memcpy(room->data(), frame.head.data(), frame.head.size());
   if (!frame.payload.empty()) {
     std::memcpy(room->data() + frame.head.size(), frame.payload.data(), frame.payload.size());
   }
-  c->requests->commit();
-  shm::notify_poller(*c->requests, c->doorbell.get());
-  return {};
+  c.requests->commit();
+  return true;
 }
 
 void shm_client::close(link_id link) {

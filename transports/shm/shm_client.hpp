@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,8 @@ class shm_client final : public transport {
   void read_loop(std::shared_ptr<connection> c);
   result<void> take_greeting(connection& c);
   void finish(connection& c, const error& reason);
+  /// REQUIRES: c.send_mutex held.
+  bool write_locked(connection& c, const wire::outbound_frame& frame);
 
   const std::uint16_t tag_;
   link_sink& sink_;  // not owned; outlives this transport

@@ -31,6 +31,15 @@
 
 namespace sluice {
 
+/// How a client reaches its owner.
+enum class client_transport {
+  /// Shared memory when the owner runs on this host (its shm socket
+  /// answers), else TCP.
+  automatic,
+  tcp,
+  shared_memory,
+};
+
 struct client_options {
   /// Deadline of calls that do not give their own.
   std::chrono::milliseconds timeout{5000};
@@ -38,6 +47,7 @@ struct client_options {
   std::chrono::milliseconds connect_timeout{5000};
   /// A name for logs and status output.
   std::string name = "client";
+  client_transport transport = client_transport::automatic;
 };
 
 /// Client options from the [client] section of a node configuration file

@@ -1,0 +1,52 @@
+// pool_store: an object_store whose values live in the owner's shared-
+// memory pool, so local clients can read them in place. Each stored
+// version holds one pool region; the region goes back to the pool when
+// the last reference to its bytes is gone — the store's own, and any a
+// reader still holds (a frame being sent, a client's read lease). So a
+// version that is overwritten or dropped stays readable, unchanged, for
+// whoever still has it.
+//
+// Thread safety: put/get/drop from the owner actor only; the bytes it
+// hands out may be released from any thread (the pool is locked then).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "actors/owner/object_store.hpp"
+#include "runtime/memory/pool.hpp"
+
+namespace sluice {
+
+class pool_store final : public object_store {
+ public:
+  /// Creates the pool. Errors: those of pool::create.
+  static result<std::unique_ptr<pool_store>> create(const pool_options& options);
+
+  result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
+  std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
+  bool drop(const std::string& key, std::uint64_t version) override;
+  std::uint64_t capacity_bytes() const override;
+  std::uint64_t used_bytes() const override;
+  std::uint64_t object_count() const override { return count_; }
+
+  /// The pool's segments, for handing to local clients. The store keeps
+  /// them mapped (and their descriptors open) while it lives.
+  std::vector<std::pair<int, std::uint64_t>> segments() const;
+  pool_stats stats() const;
+
+  /// The shared state that regions' bytes keep alive; public for the
+  /// release hook only.
+  struct shared_pool;
+
+ private:
+  explicit pool_store(std::shared_ptr<shared_pool> p) : pool_(std::move(p)) {}
+  std::shared_ptr<shared_pool> pool_;
+  std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>> values_;
+  std::uint64_t count_ = 0;
+};
+
+}  // namespace sluice
