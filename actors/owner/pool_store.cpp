@@ -89,12 +89,12 @@ pool_stats pool_store::stats() const {
   return pool_->memory->stats();
 }
 
-std::vector<std::pair<int, std::uint64_t>> pool_store::segments() const {
+std::vector<pool_store::segment_info> pool_store::segments() const {
   std::lock_guard guard{pool_->mutex};
-  std::vector<std::pair<int, std::uint64_t>> out;
+  std::vector<segment_info> out;
   for (std::uint32_t i = 0; i < pool_->memory->segment_count(); ++i) {
     auto& s = pool_->memory->segment_at(i);
-    out.emplace_back(s.fd(), s.size_bytes());
+    out.push_back({s.fd(), s.size_bytes(), s.base()});
   }
   return out;
 }

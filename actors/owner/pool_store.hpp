@@ -35,7 +35,12 @@ class pool_store final : public object_store {
 
   /// The pool's segments, for handing to local clients. The store keeps
   /// them mapped (and their descriptors open) while it lives.
-  std::vector<std::pair<int, std::uint64_t>> segments() const;
+  struct segment_info {
+    int fd;
+    std::uint64_t size_bytes;
+    const std::byte* base;
+  };
+  std::vector<segment_info> segments() const;
   pool_stats stats() const;
 
   /// The shared state that regions' bytes keep alive; public for the

@@ -78,7 +78,7 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   auto store = pool_store::create(options);
   if (!store) return store.error();
   transport::shm_server_options shm;
-  for (auto& [fd, size] : (*store)->segments()) shm.segments.push_back({fd, size});
+  for (auto& s : (*store)->segments()) shm.segments.push_back({s.fd, s.size_bytes, s.base});
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {

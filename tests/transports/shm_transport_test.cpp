@@ -75,7 +75,8 @@ TEST_CASE("shm: a client maps the owner's pool and sees what the owner wrote") {
   recording_sink owner_sink, client_sink;
   auto options = small_rings();
   for (std::uint32_t s = 0; s < (*p)->segment_count(); ++s) {
-    options.segments.push_back({(*p)->segment_at(s).fd(), (*p)->segment_at(s).size_bytes()});
+    options.segments.push_back({(*p)->segment_at(s).fd(), (*p)->segment_at(s).size_bytes(),
+                                (*p)->segment_at(s).base()});
   }
   shm_server server{1, owner_sink, {}, options};
   auto name = unique_name("pool");
@@ -156,4 +157,47 @@ TEST_CASE("shm: nobody listening fails the connect at once") {
   recording_sink sink;
   shm_client client{2, sink};
   CHECK(client.connect(unique_name("nobody")).code() == errc::unavailable);
+}
+
+TEST_CASE("shm: a payload in the owner's pool is read in place and its lease comes back when released") {
+  auto p = pool::create({"shm-lease", 4u << 20, 4u << 20, false, prefault_mode::none});
+  REQUIRE(p.ok());
+  auto r = (*p)->allocate(64 * 1024);
+  REQUIRE(r.ok());
+  auto bytes = (*p)->resolve(*r).value();
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i % 253);
+  std::atomic<int> released{0};
+  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
+  shared_bytes payload{keeper, bytes};
+  keeper.reset();
+
+  recording_sink owner_sink, client_sink;
+  auto options = small_rings();
+  options.segments.push_back({(*p)->segment_at(0).fd(), (*p)->segment_at(0).size_bytes(),
+                              (*p)->segment_at(0).base()});
+  shm_server server{1, owner_sink, {}, options};
+  auto name = unique_name("lease");
+  REQUIRE(server.listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  auto server_link = owner_sink.wait_up();
+  REQUIRE(server.send(*server_link, make_frame(9, std::move(payload))).ok());
+  REQUIRE(client_sink.wait_frames(*link, 1));
+  {
+    auto frames = client_sink.frames(*link);
+    auto& got = frames[0].payload;
+    CHECK(got.size() == 64 * 1024);
+    CHECK(got.data() == client.resolve(*r)->data());  // the client's mapping, no copy
+    CHECK(std::memcmp(got.data(), bytes.data(), got.size()) == 0);
+    // The owner holds it for the client as long as the client holds it,
+    // however long that is.
+    std::this_thread::sleep_for(50ms);
+    CHECK(released == 0);
+  }
+  client_sink.clear_frames(*link);
+  // The client let go of its only copy: the lease goes back within a nap.
+  for (int i = 0; i < 500 && released == 0; ++i) std::this_thread::sleep_for(2ms);
+  CHECK(released == 1);
 }

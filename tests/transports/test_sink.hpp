@@ -104,6 +104,12 @@ class recording_sink final : public link_sink {
     return links_[link].frames;
   }
 
+  /// Forgets the frames received on `link` (releasing their bytes).
+  void clear_frames(link_id link) {
+    std::lock_guard guard{mutex_};
+    links_[link].frames.clear();
+  }
+
   std::optional<std::string> peer(link_id link) {
     std::lock_guard guard{mutex_};
     return links_[link].peer;

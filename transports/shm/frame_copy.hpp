@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -15,8 +16,11 @@ namespace sluice::transport::shm {
 /// A frame taken out of a ring record: header checked against `limits`,
 /// sizes matching the record, envelope and payload copied out of shared
 /// memory (the peer may reuse the record's space at once).
+/// With `payload_elsewhere` set, the record holds only header and
+/// envelope, and the header's payload length must equal it.
 inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> record,
-                                                const wire::frame_limits& limits) {
+                                                const wire::frame_limits& limits,
+                                                std::optional<std::uint64_t> payload_elsewhere = {}) {
   if (record.size() < wire::frame_header_bytes) {
     return fail(errc::protocol, "a ring record shorter than a frame header");
   }
@@ -25,6 +29,14 @@ inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> recor
   auto header = wire::parse_frame_header(raw, limits);
   if (!header) return header.error();
   auto body = record.subspan(wire::frame_header_bytes);
+  if (payload_elsewhere) {
+    if (header->payload_bytes != *payload_elsewhere || body.size() != header->envelope_bytes) {
+      return fail(errc::protocol, "a by-reference ring record whose sizes do not match its header");
+    }
+    auto envelope = byte_buffer::allocate(header->envelope_bytes);
+    std::memcpy(envelope.data(), body.data(), header->envelope_bytes);
+    return wire::inbound_frame{std::move(envelope).freeze(), shared_bytes{}};
+  }
   if (body.size() != std::uint64_t{header->envelope_bytes} + header->payload_bytes) {
     return fail(errc::protocol, "a ring record whose size does not match its frame header");
   }
@@ -49,5 +61,37 @@ inline result<void> check_outbound(const wire::outbound_frame& frame, std::uint3
   }
   return {};
 }
+
+}  // namespace sluice::transport::shm
+
+namespace sluice::transport::shm {
+
+/// What a ring record holds. Every record starts with a record_prefix.
+enum class record_kind : std::uint32_t {
+  frame = 1,          ///< a whole frame follows: header, envelope, payload
+  frame_by_ref = 2,   ///< a region_ref, then the frame's header and envelope;
+                      ///< the payload is the region, in the owner's pool
+  release = 3,        ///< lease ids (u64 each) the client no longer needs
+};
+
+struct record_prefix {
+  std::uint32_t kind = 0;
+  std::uint32_t reserved = 0;
+};
+static_assert(sizeof(record_prefix) == 8);
+
+/// A payload left where it is: a region of the owner's pool, held for the
+/// client under `lease` until the client releases it.
+struct region_ref {
+  std::uint32_t segment = 0;
+  std::uint32_t reserved = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t lease = 0;
+};
+static_assert(sizeof(region_ref) == 32);
+
+/// Leases one release record carries at most.
+inline constexpr std::size_t releases_per_record_max = 512;
 
 }  // namespace sluice::transport::shm

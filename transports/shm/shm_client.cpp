@@ -32,9 +32,27 @@ struct shm_client::connection {
   bool closed = false;                // under send_mutex
 
   std::atomic<bool> close_requested{false};
+  // Leases given up while the request ring was full; sent with the next
+  // record. Under send_mutex.
+  std::vector<std::uint64_t> releases;
 
   explicit connection(shm::unix_socket s) : socket(std::move(s)) {}
 };
+
+namespace {
+
+/// Holds a payload read in place: the connection (so the pool stays
+/// mapped) and the lease; letting go tells the owner.
+struct lease_hold {
+  lease_hold(std::shared_ptr<shm_client::connection> l, std::uint64_t id) : link(std::move(l)), lease(id) {}
+  lease_hold(const lease_hold&) = delete;
+  lease_hold& operator=(const lease_hold&) = delete;
+  ~lease_hold();
+  std::shared_ptr<shm_client::connection> link;
+  std::uint64_t lease;
+};
+
+}  // namespace
 
 shm_client::shm_client(std::uint16_t tag, link_sink& sink, transport_limits limits,
                        shm_client_options options)
@@ -98,6 +116,60 @@ result<void> shm_client::take_greeting(connection& c) {
   return {};
 }
 
+namespace {
+
+bool write_releases_locked(shm_client::connection& c) {
+  if (c.releases.empty()) return true;
+  auto count = std::min(c.releases.size(), shm::releases_per_record_max);
+  auto room = c.requests->reserve(static_cast<std::uint32_t>(sizeof(shm::record_prefix) + 8 * count));
+  if (!room) return false;
+  shm::record_prefix prefix{static_cast<std::uint32_t>(shm::record_kind::release), 0};
+  std::memcpy(room->data(), &prefix, sizeof prefix);
+  std::memcpy(room->data() + sizeof prefix, c.releases.data(), 8 * count);
+  c.requests->commit();
+  c.releases.erase(c.releases.begin(), c.releases.begin() + static_cast<long>(count));
+  return c.releases.empty();
+}
+
+lease_hold::~lease_hold() {
+  std::lock_guard guard{link->send_mutex};
+  if (link->closed) return;  // the owner let go of everything already
+  link->releases.push_back(lease);
+  // Batch: a release waits for the next record unless many have piled up.
+  if (link->releases.size() >= 64 && write_releases_locked(*link)) {
+    shm::notify_poller(*link->requests, link->doorbell.get());
+  }
+}
+
+}  // namespace
+
+result<wire::inbound_frame> shm_client::take_record(const std::shared_ptr<connection>& c,
+                                                    std::span<const std::byte> record) {
+  shm::record_prefix prefix;
+  if (record.size() < sizeof prefix) return fail(errc::protocol, "a ring record without a prefix");
+  std::memcpy(&prefix, record.data(), sizeof prefix);
+  auto body = record.subspan(sizeof prefix);
+  if (prefix.kind == static_cast<std::uint32_t>(shm::record_kind::frame)) {
+    return shm::copy_inbound(body, limits_.frame);
+  }
+  if (prefix.kind != static_cast<std::uint32_t>(shm::record_kind::frame_by_ref) ||
+      body.size() < sizeof(shm::region_ref)) {
+    return fail(errc::protocol, "a ring record of an unknown kind");
+  }
+  shm::region_ref ref;
+  std::memcpy(&ref, body.data(), sizeof ref);
+  auto head = body.subspan(sizeof ref);
+  auto bytes = resolve_in(*c, region{ref.segment, ref.offset, ref.length});
+  if (!bytes) return fail(errc::protocol, "the owner sent a region outside its pool");
+  // The frame's header announces the payload's length; check it against
+  // the region before reading the envelope alone.
+  auto frame = shm::copy_inbound(head, limits_.frame, ref.length);
+  if (!frame) return frame;
+  auto hold = std::make_shared<lease_hold>(c, ref.lease);
+  frame->payload = shared_bytes{std::move(hold), *bytes};
+  return frame;
+}
+
 void shm_client::read_loop(std::shared_ptr<connection> c) {
   if (auto ok = take_greeting(*c); !ok) {
     log_->warn("shm link to {} failed at the greeting: {}", c->address, ok.error().to_string());
@@ -124,17 +196,19 @@ void shm_client::read_loop(std::shared_ptr<connection> c) {
     if (state == shm::wait_result::closed) return finish(*c, error{errc::unavailable, "the owner closed the link"});
     if (state == shm::wait_result::timed_out) {
       if (c->socket.peer_closed()) return finish(*c, error{errc::unavailable, "the owner process went away"});
+      flush_releases(*c);
       continue;
     }
     for (int n = 0; n < records_per_turn; ++n) {
       auto record = c->responses->peek();
       if (!record) break;
-      auto frame = shm::copy_inbound(*record, limits_.frame);
+      auto frame = take_record(c, *record);
       c->responses->pop();
       if (!frame) return finish(*c, frame.error());
       if (auto taken = sink_.on_frame(c->id, std::move(*frame)); !taken) return finish(*c, taken.error());
     }
     shm::notify_producer(*c->responses);
+    flush_releases(*c);
   }
   finish(*c, error{errc::aborted, "closed locally"});
 }
@@ -170,7 +244,7 @@ result<void> shm_client::send(link_id link, wire::outbound_frame frame) {
     c->early.push_back(std::move(frame));
     return {};
   }
-  if (auto ok = shm::check_outbound(frame, c->requests->record_bytes_max()); !ok) return ok;
+  if (auto ok = shm::check_outbound(frame, c->requests->record_bytes_max() - 64); !ok) return ok;
   if (!write_locked(*c, frame)) {
     return fail(errc::overloaded, "the owner is not keeping up: the shm request ring is full");
   }
@@ -179,15 +253,32 @@ result<void> shm_client::send(link_id link, wire::outbound_frame frame) {
 }
 
 bool shm_client::write_locked(connection& c, const wire::outbound_frame& frame) {
-  if (frame.size() > c.requests->record_bytes_max()) return false;
-  auto room = c.requests->reserve(static_cast<std::uint32_t>(frame.size()));
+  write_releases_locked(c);
+  auto size = sizeof(shm::record_prefix) + frame.size();
+  if (size > c.requests->record_bytes_max()) return false;
+  auto room = c.requests->reserve(static_cast<std::uint32_t>(size));
   if (!room) return false;
-  std::memcpy(room->data(), frame.head.data(), frame.head.size());
+  shm::record_prefix prefix{static_cast<std::uint32_t>(shm::record_kind::frame), 0};
+  std::memcpy(room->data(), &prefix, sizeof prefix);
+  std::memcpy(room->data() + sizeof prefix, frame.head.data(), frame.head.size());
   if (!frame.payload.empty()) {
-    std::memcpy(room->data() + frame.head.size(), frame.payload.data(), frame.payload.size());
+    std::memcpy(room->data() + sizeof prefix + frame.head.size(), frame.payload.data(), frame.payload.size());
   }
   c.requests->commit();
   return true;
+}
+
+void shm_client::flush_releases(connection& c) {
+  std::lock_guard guard{c.send_mutex};
+  if (c.closed || !c.up || c.releases.empty()) return;
+  if (write_releases_locked(c)) shm::notify_poller(*c.requests, c.doorbell.get());
+}
+
+std::optional<std::span<std::byte>> shm_client::resolve_in(const connection& c, const region& r) {
+  if (r.segment >= c.segments.size()) return std::nullopt;
+  auto& seg = *c.segments[r.segment];
+  if (r.offset > seg.size_bytes() || r.length > seg.size_bytes() - r.offset) return std::nullopt;
+  return std::span<std::byte>{seg.base() + r.offset, r.length};
 }
 
 void shm_client::close(link_id link) {
@@ -212,10 +303,8 @@ std::optional<std::span<std::byte>> shm_client::resolve(const region& r) const {
     std::lock_guard guard{const_cast<std::mutex&>(mutex_)};
     c = current_;
   }
-  if (!c || r.segment >= c->segments.size()) return std::nullopt;
-  auto& seg = *c->segments[r.segment];
-  if (r.offset > seg.size_bytes() || r.length > seg.size_bytes() - r.offset) return std::nullopt;
-  return std::span<std::byte>{seg.base() + r.offset, r.length};
+  if (!c) return std::nullopt;
+  return resolve_in(*c, r);
 }
 
 }  // namespace sluice::transport

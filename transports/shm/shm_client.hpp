@@ -56,8 +56,14 @@ class shm_client final : public transport {
   /// `r` lies within a mapped segment. Thread-safe once the link is up.
   std::optional<std::span<std::byte>> resolve(const region& r) const;
 
+ public:
+  struct connection;  // public for the lease holds that point back at it
+
  private:
-  struct connection;
+  result<wire::inbound_frame> take_record(const std::shared_ptr<connection>& c,
+                                          std::span<const std::byte> record);
+  void flush_releases(connection& c);
+  static std::optional<std::span<std::byte>> resolve_in(const connection& c, const region& r);
   void read_loop(std::shared_ptr<connection> c);
   result<void> take_greeting(connection& c);
   void finish(connection& c, const error& reason);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <unordered_map>
 #include <cstring>
 #include <system_error>
 
@@ -56,6 +57,9 @@ struct shm_server::client {
   std::deque<wire::outbound_frame> overflow;
   std::uint64_t overflow_bytes = 0;
   bool closed = false;  // under send_mutex
+  // Payloads the client reads in place, by lease id; under send_mutex.
+  std::unordered_map<std::uint64_t, shared_bytes> leases;
+  std::uint64_t next_lease = 1;  // under send_mutex
 
   std::atomic<bool> close_requested{false};
 
@@ -106,22 +110,55 @@ void shm_server::wake() noexcept {
   [[maybe_unused]] auto n = ::write(wake_fd_.get(), &one, sizeof one);
 }
 
-bool shm_server::write_locked(client& c, const wire::outbound_frame& frame) {
-  auto size = static_cast<std::uint32_t>(frame.size());
-  auto room = c.responses->reserve(size);
-  if (!room) return false;
-  std::memcpy(room->data(), frame.head.data(), frame.head.size());
-  if (!frame.payload.empty()) {
-    std::memcpy(room->data() + frame.head.size(), frame.payload.data(), frame.payload.size());
+std::optional<shm::region_ref> shm_server::in_pool(const shared_bytes& payload) const {
+  if (payload.empty()) return std::nullopt;
+  for (std::uint32_t i = 0; i < options_.segments.size(); ++i) {
+    const auto& s = options_.segments[i];
+    if (s.base == nullptr || payload.data() < s.base || payload.data() + payload.size() > s.base + s.size_bytes) {
+      continue;
+    }
+    return shm::region_ref{i, 0, static_cast<std::uint64_t>(payload.data() - s.base), payload.size(), 0};
   }
+  return std::nullopt;
+}
+
+bool shm_server::write_locked(client& c, const wire::outbound_frame& frame) {
+  auto ref = in_pool(frame.payload);
+  std::size_t size = sizeof(shm::record_prefix) + frame.head.size() +
+                     (ref ? sizeof(shm::region_ref) : frame.payload.size());
+  auto room = c.responses->reserve(static_cast<std::uint32_t>(size));
+  if (!room) return false;
+  std::byte* out = room->data();
+  shm::record_prefix prefix{static_cast<std::uint32_t>(ref ? shm::record_kind::frame_by_ref : shm::record_kind::frame), 0};
+  std::memcpy(out, &prefix, sizeof prefix);
+  out += sizeof prefix;
+  if (ref) {
+    // The client reads the payload where it is; keep it alive until it
+    // says it is done.
+    ref->lease = c.next_lease++;
+    c.leases.emplace(ref->lease, frame.payload);
+    std::memcpy(out, &*ref, sizeof *ref);
+    out += sizeof *ref;
+  }
+  std::memcpy(out, frame.head.data(), frame.head.size());
+  if (!ref && !frame.payload.empty()) std::memcpy(out + frame.head.size(), frame.payload.data(), frame.payload.size());
   c.responses->commit();
   return true;
+}
+
+void shm_server::take_releases(client& c, std::span<const std::byte> ids) {
+  std::lock_guard guard{c.send_mutex};
+  for (std::size_t i = 0; i + 8 <= ids.size(); i += 8) {
+    std::uint64_t lease = 0;
+    std::memcpy(&lease, ids.data() + i, 8);
+    c.leases.erase(lease);  // unknown ids (a confused client) are ignored
+  }
 }
 
 result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
   auto c = find(link);
   if (!c) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
-  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max()); !bad) return bad;
+  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max() - 64); !bad) return bad;
   std::lock_guard guard{c->send_mutex};
   if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
   if (c->overflow.empty() && write_locked(*c, frame)) {
@@ -203,7 +240,17 @@ bool shm_server::drain(client& c) {
     auto record = c.requests->peek();
     if (!record) break;
     any = true;
-    auto frame = shm::copy_inbound(*record, limits_.frame);
+    shm::record_prefix prefix;
+    if (record->size() >= sizeof prefix) std::memcpy(&prefix, record->data(), sizeof prefix);
+    auto body = record->size() >= sizeof prefix ? record->subspan(sizeof prefix) : std::span<const std::byte>{};
+    if (prefix.kind == static_cast<std::uint32_t>(shm::record_kind::release)) {
+      take_releases(c, body);
+      c.requests->pop();
+      continue;
+    }
+    auto frame = prefix.kind == static_cast<std::uint32_t>(shm::record_kind::frame)
+                     ? shm::copy_inbound(body, limits_.frame)
+                     : result<wire::inbound_frame>{error{errc::protocol, "a ring record of an unknown kind"}};
     c.requests->pop();
     if (!frame) {
       log_->warn("closing shm link {:#x} from {}: {}", c.id, c.peer, frame.error().to_string());
@@ -326,12 +373,17 @@ void shm_server::drop(const client_ptr& c, const error& reason) {
   }
   std::erase(active_, c);
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, c->socket.fd(), nullptr);
+  std::size_t leases = 0;
   {
     std::lock_guard guard{c->send_mutex};
     c->closed = true;
     shm::close_and_wake(*c->responses);
+    // Everything the client was reading in place goes back now.
+    leases = c->leases.size();
+    c->leases.clear();
   }
   shm::close_and_wake(*c->requests);
+  if (leases != 0) log_->debug("shm link {:#x}: released {} leases of a departed client", c->id, leases);
   log_->debug("shm link {:#x} with {} is down: {}", c->id, c->peer, reason.to_string());
   sink_.on_link_down(c->id, reason);
 }

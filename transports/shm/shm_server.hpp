@@ -7,7 +7,11 @@
 // connects, or one goes away (its socket closes: a crashed client is
 // noticed at once and its link reported down).
 //
-// Frames travel through the rings whole: header, envelope, payload.
+// Frames travel through the rings whole — header, envelope, payload —
+// except that a payload lying in the owner's pool travels as a reference
+// to its region, which the client reads in place. The client then holds a
+// lease on the region (the server keeps the payload's bytes alive) until
+// it sends a release, or until its link goes down.
 #pragma once
 
 #include <atomic>
@@ -24,6 +28,7 @@
 
 #include "runtime/log.hpp"
 #include "transports/shm/channel.hpp"
+#include "transports/shm/frame_copy.hpp"
 #include "transports/shm/waiter.hpp"
 #include "transports/transport.hpp"
 
@@ -34,6 +39,9 @@ namespace sluice::transport {
 struct shm_segment {
   int fd = -1;
   std::uint64_t size_bytes = 0;
+  /// The owner's mapping, to recognise payloads that live in the pool:
+  /// those go to the client as region references, not copies.
+  const std::byte* base = nullptr;
 };
 
 struct shm_server_options {
@@ -88,6 +96,8 @@ class shm_server final : public transport {
   client_ptr find(link_id link);
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
+  std::optional<shm::region_ref> in_pool(const shared_bytes& payload) const;
+  void take_releases(client& c, std::span<const std::byte> ids);
 
   const std::uint16_t tag_;
   link_sink& sink_;  // not owned; outlives this transport
