@@ -517,15 +517,18 @@ std::optional<options> parse_options(int argc, char** argv) {
 std::vector<system_under_test> systems(const options& o) {
   std::vector<system_under_test> out;
   if (o.only != "redis") {
-    out.push_back({"kv_tcp", "put", [address = o.sluice_address]() -> result<std::unique_ptr<kv_connection>> {
-                     // TCP even though the owner is local: these figures
-                     // measure the remote-client path.
-                     sluice::client_options options;
-                     options.transport = sluice::client_transport::tcp;
-                     auto c = sluice::client::connect(address, options);
-                     if (!c) return std::move(c).error();
-                     return std::unique_ptr<kv_connection>{new sluice_connection{std::move(*c)}};
-                   }});
+    // kv_shm: a client on the owner's host, through shared memory.
+    // kv_tcp: the same owner over TCP: the remote-client path.
+    for (auto [prefix, via] : {std::pair{"kv_shm", sluice::client_transport::shared_memory},
+                               std::pair{"kv_tcp", sluice::client_transport::tcp}}) {
+      out.push_back({prefix, "put", [address = o.sluice_address, via]() -> result<std::unique_ptr<kv_connection>> {
+                       sluice::client_options options;
+                       options.transport = via;
+                       auto c = sluice::client::connect(address, options);
+                       if (!c) return std::move(c).error();
+                       return std::unique_ptr<kv_connection>{new sluice_connection{std::move(*c)}};
+                     }});
+    }
   }
   if (o.only != "sluice") {
     auto where = parse_host_port(o.redis_address);
@@ -542,7 +545,7 @@ std::vector<system_under_test> systems(const options& o) {
 /// Sluice ops/s ÷ Redis ops/s for every run both systems did.
 void print_ratios(const std::map<std::string, double>& ops_per_s) {
   for (auto& [name, sluice_ops] : ops_per_s) {
-    if (name.rfind("kv_tcp_", 0) != 0) continue;
+    if (name.rfind("kv_tcp_", 0) != 0 && name.rfind("kv_shm_", 0) != 0) continue;
     auto rest = name.substr(std::string{"kv_tcp_"}.size());
     auto peer = "redis_" + (rest.rfind("put_", 0) == 0 ? "set_" + rest.substr(4) : rest);
     auto it = ops_per_s.find(peer);
