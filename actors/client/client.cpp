@@ -27,10 +27,14 @@ void on_call(self_ptr self, api_call& call) {
       if (link) break;
     }
     if (!link) {
-      call.done(std::move(link).error());
+      if (call.done) call.done(std::move(link).error());
       return;
     }
     st.link = *link;
+  }
+  if (call.notify) {
+    st.ep->notify(*st.link, std::move(call.request), std::move(call.payload));
+    return;
   }
   auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(call.timeout);
   st.ep->request(*st.link, std::move(call.request), std::move(call.payload), deadline,

@@ -22,6 +22,8 @@ struct api_call {
   shared_bytes payload;
   std::chrono::microseconds timeout{0};
   std::function<void(result<wire::message>)> done;
+  /// One-way: sent without waiting for a reply; `done` may be empty.
+  bool notify = false;
 };
 
 using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>>;

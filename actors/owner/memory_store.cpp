@@ -27,6 +27,14 @@ std::optional<shared_bytes> memory_store::get(const std::string& key, std::uint6
   return v->second;
 }
 
+result<shared_bytes> memory_store::reserve(std::uint64_t size) {
+  if (size > capacity_ - used_) {
+    return fail(errc::no_capacity, "owner has " + format_size(capacity_ - used_) + " free; the value needs " +
+                                       format_size(size));
+  }
+  return byte_buffer::allocate(size).freeze();
+}
+
 bool memory_store::drop(const std::string& key, std::uint64_t version) {
   auto it = values_.find(key);
   if (it == values_.end()) return false;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "runtime/memory/buffer.hpp"
+#include "runtime/wire/messages.hpp"
 #include "sluice/result.hpp"
 
 namespace sluice {
@@ -30,6 +31,15 @@ class object_store {
   /// Frees `version` of `key`; false when it was not held.
   virtual bool drop(const std::string& key, std::uint64_t version) = 0;
 
+  /// Room for a value of `size` bytes, which the caller fills in place and
+  /// then put()s (without a copy). The room goes back when the returned
+  /// bytes are dropped without being put. Fails with no_capacity.
+  virtual result<shared_bytes> reserve(std::uint64_t size) = 0;
+
+  /// Where `bytes` lie in the store's shared-memory pool, when they do (a
+  /// local client reaches them there).
+  virtual std::optional<wire::pool_region> locate(const shared_bytes& bytes) const = 0;
+
   virtual std::uint64_t capacity_bytes() const = 0;
   virtual std::uint64_t used_bytes() const = 0;
   virtual std::uint64_t object_count() const = 0;
@@ -44,6 +54,9 @@ class memory_store final : public object_store {
   result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
   std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
   bool drop(const std::string& key, std::uint64_t version) override;
+  /// Heap memory, counted against the capacity only once it is put.
+  result<shared_bytes> reserve(std::uint64_t size) override;
+  std::optional<wire::pool_region> locate(const shared_bytes&) const override { return std::nullopt; }
   std::uint64_t capacity_bytes() const override { return capacity_; }
   std::uint64_t used_bytes() const override { return used_; }
   std::uint64_t object_count() const override { return count_; }

@@ -16,6 +16,15 @@ constexpr std::chrono::seconds control_timeout{5};
 /// A get whose holder changed under it (an overwrite raced it) looks the
 /// key up again, at most this many times.
 constexpr int max_get_attempts = 3;
+/// Reservations one client may hold at once; more answer `overloaded`.
+constexpr std::size_t reservations_per_link_max = 1024;
+
+/// Pool memory a local client writes a new value into, until it commits.
+struct reservation {
+  transport::link_id link;
+  std::string key;
+  shared_bytes bytes;
+};
 
 struct owner_state {
   std::optional<endpoint> ep;
@@ -30,6 +39,9 @@ struct owner_state {
   clock_duration heartbeat_interval = std::chrono::milliseconds{500};
   /// Links this owner opened to other owners, until they are greeted.
   std::map<node_id, transport::link_id> dialing;
+  /// Reservations of local clients, by id; dropped with their link.
+  std::map<std::uint64_t, reservation> reservations;
+  std::uint64_t next_reservation = 1;
   static inline const char* name = "sluice.owner";
 };
 
@@ -258,6 +270,43 @@ void forward_status(self_ptr self, const request_context& ctx) {
   });
 }
 
+void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_reserve& r) {
+  auto& st = self->state;
+  if (auto ok = check_key(r.key); !ok) return st.ep->reply_error(ctx, ok.error());
+  if (r.size > st.cfg.max_value_bytes) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument, "the value is " + format_size(r.size) +
+                                                                   "; this owner accepts at most " +
+                                                                   format_size(st.cfg.max_value_bytes)});
+  }
+  auto held = std::count_if(st.reservations.begin(), st.reservations.end(),
+                            [&ctx](const auto& e) { return e.second.link == ctx.link; });
+  if (static_cast<std::size_t>(held) >= reservations_per_link_max) {
+    return st.ep->reply_error(ctx, error{errc::overloaded, "too many uncommitted reservations on this link"});
+  }
+  auto bytes = st.store->reserve(r.size);
+  if (!bytes) return st.ep->reply_error(ctx, bytes.error());
+  auto where = st.store->locate(*bytes);
+  if (!where) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument,
+                                         "this owner has no shared-memory pool; send the value with a put"});
+  }
+  auto id = st.next_reservation++;
+  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes)});
+  st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
+}
+
+void serve_commit_reservation(self_ptr self, const request_context& ctx, std::uint64_t id) {
+  auto& st = self->state;
+  auto it = st.reservations.find(id);
+  if (it == st.reservations.end() || it->second.link != ctx.link) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument,
+                                         "no reservation " + std::to_string(id) + " on this link"});
+  }
+  auto r = std::move(it->second);
+  st.reservations.erase(it);
+  serve_put(self, ctx, std::move(r.key), std::move(r.bytes));
+}
+
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
   store_and_commit(self, s.key, s.version, std::move(value), ctx.deadline,
                    [self, ctx](result<std::uint64_t> v) {
@@ -279,6 +328,12 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) { st.store->drop(d.key, d.version); },
+          [&](wire::kv_reserve& r) { serve_reserve(self, ctx, r); },
+          [&](wire::kv_commit& c) { serve_commit_reservation(self, ctx, c.reservation); },
+          [&](wire::kv_abort& a) {
+            auto it = st.reservations.find(a.reservation);
+            if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
+          },
           [&](auto& other) {
             st.ep->reply_error(ctx, error{errc::invalid_argument,
                                           "an owner does not serve " +
@@ -292,6 +347,8 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   auto& st = self->state;
   st.ep->link_down(link, reason);
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
+  // A client that went away never commits: its reservations go back.
+  std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
   if (st.master_link == link) {
     // Say it once when the master goes away, not on every failed retry.
     auto level = st.master_warned ? spdlog::level::debug : spdlog::level::warn;

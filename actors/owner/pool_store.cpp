@@ -26,6 +26,35 @@ struct region_hold {
 
 }  // namespace
 
+pool_store::pool_store(std::shared_ptr<shared_pool> p) : pool_(std::move(p)) {
+  for (std::uint32_t i = 0; i < pool_->memory->segment_count(); ++i) {
+    auto& s = pool_->memory->segment_at(i);
+    bases_.emplace_back(s.base(), s.size_bytes());
+  }
+}
+
+std::optional<wire::pool_region> pool_store::locate(const shared_bytes& bytes) const {
+  for (std::uint32_t i = 0; i < bases_.size(); ++i) {
+    auto [base, size] = bases_[i];
+    if (bytes.data() >= base && bytes.data() + bytes.size() <= base + size) {
+      return wire::pool_region{i, static_cast<std::uint64_t>(bytes.data() - base), bytes.size()};
+    }
+  }
+  return std::nullopt;
+}
+
+result<shared_bytes> pool_store::reserve(std::uint64_t size) {
+  result<region> r = error{errc::internal, ""};
+  std::span<std::byte> bytes;
+  {
+    std::lock_guard guard{pool_->mutex};
+    r = pool_->memory->allocate(size);
+    if (r) bytes = pool_->memory->resolve(*r).value();
+  }
+  if (!r) return r.error();
+  return shared_bytes{std::make_shared<region_hold>(pool_, *r), bytes};
+}
+
 result<std::unique_ptr<pool_store>> pool_store::create(const pool_options& options) {
   auto p = pool::create(options);
   if (!p) return p.error();
@@ -38,6 +67,12 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
   auto& versions = values_[key];
   if (versions.contains(version)) {
     return fail(errc::conflict, "version " + std::to_string(version) + " is already stored");
+  }
+  if (locate(value)) {
+    // Written in place into a reservation: keep it where it is.
+    versions.emplace(version, std::move(value));
+    count_ += 1;
+    return {};
   }
   result<region> r = error{errc::internal, ""};
   std::span<std::byte> bytes;

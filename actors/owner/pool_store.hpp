@@ -29,6 +29,8 @@ class pool_store final : public object_store {
   result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
   std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
   bool drop(const std::string& key, std::uint64_t version) override;
+  result<shared_bytes> reserve(std::uint64_t size) override;
+  std::optional<wire::pool_region> locate(const shared_bytes& bytes) const override;
   std::uint64_t capacity_bytes() const override;
   std::uint64_t used_bytes() const override;
   std::uint64_t object_count() const override { return count_; }
@@ -48,7 +50,8 @@ class pool_store final : public object_store {
   struct shared_pool;
 
  private:
-  explicit pool_store(std::shared_ptr<shared_pool> p) : pool_(std::move(p)) {}
+  explicit pool_store(std::shared_ptr<shared_pool> p);
+  std::vector<std::pair<const std::byte*, std::uint64_t>> bases_;  // per segment, fixed
   std::shared_ptr<shared_pool> pool_;
   std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>> values_;
   std::uint64_t count_ = 0;

@@ -3,6 +3,8 @@
 #include <caf/send.hpp>
 
 #include "actors/client/client.hpp"
+#include "sluice/dict.hpp"
+#include "transports/shm/shm_client.hpp"
 #include "api/src/client_impl.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/keys.hpp"
@@ -236,6 +238,129 @@ result<cluster_status> client::status(call_options options) {
   auto [done, future] = promise_callback<cluster_status>();
   call<cluster_status>(*impl_, wire::cluster_status{}, {}, options, to_status, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
+}
+
+// --- writing in place --------------------------------------------------------
+
+struct writable_value::impl {
+  client::impl* owner = nullptr;  // REQUIRES: the client outlives this value
+  std::string key;
+  std::span<std::byte> bytes;
+  std::shared_ptr<void> keep;                // the mapping, or the local buffer
+  std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
+  bool finished = false;
+};
+
+writable_value::writable_value(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
+writable_value::writable_value(writable_value&&) noexcept = default;
+writable_value& writable_value::operator=(writable_value&& other) noexcept {
+  if (this != &other) {
+    abort();
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+writable_value::~writable_value() { abort(); }
+
+std::span<std::byte> writable_value::bytes() const noexcept { return impl_ ? impl_->bytes : std::span<std::byte>{}; }
+
+void writable_value::abort() {
+  if (!impl_ || impl_->finished) return;
+  impl_->finished = true;
+  if (impl_->reservation) {
+    api_call msg;
+    msg.request = wire::kv_abort{*impl_->reservation};
+    msg.notify = true;
+    caf::anon_send(impl_->owner->host->actor(), api_atom::value, std::move(msg));
+  }
+}
+
+result<std::uint64_t> writable_value::commit(call_options options) {
+  if (!impl_ || impl_->finished) return fail(errc::invalid_argument, "this value was committed or aborted already");
+  impl_->finished = true;
+  auto& c = *impl_->owner;
+  auto [done, future] = promise_callback<std::uint64_t>();
+  if (impl_->reservation) {
+    call<std::uint64_t>(c, wire::kv_commit{*impl_->reservation}, {}, options, to_version, std::move(done));
+  } else {
+    // A local buffer: it goes as the put's payload, without a copy.
+    shared_bytes payload{impl_->keep, impl_->bytes};
+    call<std::uint64_t>(c, wire::kv_put{impl_->key}, std::move(payload), options, to_version, std::move(done));
+  }
+  return wait_for(std::move(future), effective(c, options));
+}
+
+namespace {
+
+result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size) {
+  auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
+  auto state = std::make_unique<writable_value::impl>();
+  state->owner = &c;
+  state->key = std::string{key};
+  state->bytes = buffer->span();
+  state->keep = std::move(buffer);
+  return writable_value{std::move(state)};
+}
+
+result<writable_value> in_pool(client::impl& c, std::string_view key, const wire::kv_reserve_reply& r) {
+  auto mapped = c.host->shm()->map_region(region{r.where.segment, r.where.offset, r.where.length});
+  if (!mapped) {
+    api_call msg;
+    msg.request = wire::kv_abort{r.reservation};
+    msg.notify = true;
+    caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
+    return fail(errc::unavailable, "the owner's pool is no longer mapped (the link went down)");
+  }
+  auto state = std::make_unique<writable_value::impl>();
+  state->owner = &c;
+  state->key = std::string{key};
+  state->bytes = mapped->bytes;
+  state->keep = std::move(mapped->keep);
+  state->reservation = r.reservation;
+  return writable_value{std::move(state)};
+}
+
+}  // namespace
+
+result<writable_value> client::reserve(std::string_view key, std::uint64_t size, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  auto* shm = impl_->host->shm();
+  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size);
+  auto [done, future] = promise_callback<wire::kv_reserve_reply>();
+  auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
+  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size}, {}, options, convert,
+                               std::move(done));
+  auto reserved = wait_for(std::move(future), effective(*impl_, options));
+  if (!reserved) return std::move(reserved).error();
+  return in_pool(*impl_, key, *reserved);
+}
+
+result<std::uint64_t> client::put(std::string_view key, const dict_builder& dict, call_options options) {
+  auto w = reserve(key, dict.encoded_size(), options);
+  if (!w) return std::move(w).error();
+  if (auto ok = dict.encode_into(w->bytes()); !ok) return ok.error();
+  return w->commit(options);
+}
+
+std::vector<result<std::uint64_t>> client::put_batch(
+    std::span<const std::pair<std::string_view, std::span<const std::byte>>> items, call_options options) {
+  std::vector<std::future<result<std::uint64_t>>> pending;
+  pending.reserve(items.size());
+  for (auto& [key, bytes] : items) pending.push_back(put_async(key, bytes, options));
+  std::vector<result<std::uint64_t>> out;
+  out.reserve(items.size());
+  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
+  return out;
+}
+
+std::vector<result<value>> client::get_batch(std::span<const std::string_view> keys, call_options options) {
+  std::vector<std::future<result<value>>> pending;
+  pending.reserve(keys.size());
+  for (auto key : keys) pending.push_back(get_async(key, options));
+  std::vector<result<value>> out;
+  out.reserve(keys.size());
+  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
+  return out;
 }
 
 }  // namespace sluice

@@ -150,7 +150,9 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   client_deps deps;
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
   deps.owner_addresses = std::move(owner_addresses);
-  h.net_->add(shm_tag, std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_));
+  auto shm = std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_);
+  h.shm_client_ = shm.get();
+  h.net_->add(shm_tag, std::move(shm));
   deps.net = h.net_.get();
   h.actor_ = caf::actor_cast<caf::actor>(spawn_client(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);

@@ -18,6 +18,10 @@
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/network.hpp"
 
+namespace sluice::transport {
+class shm_client;
+}  // namespace sluice::transport
+
 namespace sluice {
 
 /// Where a master or owner listens when its config does not say.
@@ -58,6 +62,8 @@ class node_host {
   /// it has none.
   const std::string& shm_address() const noexcept { return shm_address_; }
   const caf::actor& actor() const noexcept { return actor_; }
+  /// A client node's shared-memory transport (null for other roles).
+  transport::shm_client* shm() const noexcept { return shm_client_; }
 
  private:
   node_host() = default;
@@ -71,6 +77,7 @@ class node_host {
   std::string address_;
   std::string advertise_;
   std::string shm_address_;
+  transport::shm_client* shm_client_ = nullptr;  // owned by net_
   transport::transport_limits limits_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;

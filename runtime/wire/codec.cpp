@@ -160,6 +160,21 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
           [&](const ping&) { b.setPing(); },
           [&](const leave&) { b.setLeave(); },
+          [&](const kv_reserve& x) {
+            auto r = b.initKvReserve();
+            r.setKey(as_data(x.key));
+            r.setSize(x.size);
+          },
+          [&](const kv_reserve_reply& x) {
+            auto r = b.initKvReserveReply();
+            r.setReservation(x.reservation);
+            auto w = r.initWhere();
+            w.setSegment(x.where.segment);
+            w.setOffset(x.where.offset);
+            w.setLength(x.where.length);
+          },
+          [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
+          [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
       },
       msg);
 }
@@ -263,6 +278,17 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
     case W::PING: return body{ping{}};
     case W::LEAVE: return body{leave{}};
+    case W::KV_RESERVE: {
+      auto r = b.getKvReserve();
+      return body{kv_reserve{from_data(r.getKey()), r.getSize()}};
+    }
+    case W::KV_RESERVE_REPLY: {
+      auto r = b.getKvReserveReply();
+      auto w = r.getWhere();
+      return body{kv_reserve_reply{r.getReservation(), pool_region{w.getSegment(), w.getOffset(), w.getLength()}}};
+    }
+    case W::KV_COMMIT: return body{kv_commit{b.getKvCommit()}};
+    case W::KV_ABORT: return body{kv_abort{b.getKvAbort()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -401,7 +427,8 @@ std::string_view body_name(const body& b) noexcept {
       "fetch", "fetch_reply", "store",
       "kv_put", "kv_put_reply", "kv_get", "kv_get_reply", "kv_remove",
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
-      "cluster_status", "cluster_status_reply", "ping", "leave"};
+      "cluster_status", "cluster_status_reply", "ping", "leave",
+      "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -183,6 +183,36 @@ struct kv_exists_reply {
   bool exists = false;
 };
 
+/// A region of an owner's pool: segment index, offset, length.
+struct pool_region {
+  std::uint32_t segment = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+/// Client → its local owner: set aside `size` bytes of the pool for a new
+/// value of `key`, which the client writes in place.
+struct kv_reserve {
+  std::string key;
+  std::uint64_t size = 0;
+};
+
+struct kv_reserve_reply {
+  std::uint64_t reservation = 0;
+  pool_region where;
+};
+
+/// The client wrote the reservation: make it the key's new version.
+/// Answered with kv_put_reply.
+struct kv_commit {
+  std::uint64_t reservation = 0;
+};
+
+/// The client gives a reservation up (one-way).
+struct kv_abort {
+  std::uint64_t reservation = 0;
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -216,7 +246,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           fetch, fetch_reply, store,
                           kv_put, kv_put_reply, kv_get, kv_get_reply, kv_remove,
                           kv_remove_reply, kv_exists, kv_exists_reply,
-                          cluster_status, cluster_status_reply, ping, leave>;
+                          cluster_status, cluster_status_reply, ping, leave,
+                          kv_reserve, kv_reserve_reply, kv_commit, kv_abort>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -50,6 +50,10 @@ struct Envelope {
     clusterStatusReply @34 :ClusterStatusReply;
     ping @35 :Void;
     leave @36 :Void;
+    kvReserve @37 :KeySize;
+    kvReserveReply @38 :ReserveReply;
+    kvCommit @39 :UInt64;            # reservation
+    kvAbort @40 :UInt64;             # reservation
   }
 }
 
@@ -79,6 +83,22 @@ struct Key {
 struct KeyVersion {
   key @0 :Data;
   version @1 :UInt64;
+}
+
+struct KeySize {
+  key @0 :Data;
+  size @1 :UInt64;
+}
+
+struct PoolRegion {
+  segment @0 :UInt32;
+  offset @1 :UInt64;
+  length @2 :UInt64;
+}
+
+struct ReserveReply {
+  reservation @0 :UInt64;
+  where @1 :PoolRegion;
 }
 
 struct RegisterOwner {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "sluice/client.hpp"
+#include "sluice/dict.hpp"
 #include "sluice/node.hpp"
 
 namespace {
@@ -97,4 +98,115 @@ TEST_CASE("shm client: automatic transport finds the owner's socket and works wi
       std::chrono::milliseconds{500}, std::chrono::milliseconds{500}, "t",
       sluice::client_transport::shared_memory});
   CHECK(missing.code() == sluice::errc::unavailable);
+}
+
+TEST_CASE("shm client: a value written in place through a reservation is read back as that same memory") {
+  auto cluster = start_cluster();
+  auto kv = connect(cluster->client_address(), sluice::client_transport::shared_memory);
+  auto w = kv->reserve("tensor", 1 << 20);
+  REQUIRE(w.ok());
+  auto bytes = w->bytes();
+  REQUIRE(bytes.size() == (1u << 20));
+  CHECK(reinterpret_cast<std::uintptr_t>(bytes.data()) % 64 == 0);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
+  const std::byte* written = bytes.data();
+  auto version = w->commit();
+  REQUIRE(version.ok());
+  auto got = kv->get("tensor").value();
+  CHECK(got.version() == *version);
+  CHECK(got.data() == written);  // written once, read in place: no copy anywhere
+  CHECK(w->commit().code() == sluice::errc::invalid_argument);
+}
+
+TEST_CASE("shm client: an aborted or dropped reservation gives its memory back") {
+  sluice::local_cluster_options options;
+  options.config_text = "[owner]\ncapacity = \"4MiB\"\n";
+  auto cluster = sluice::local_cluster::start(options);
+  REQUIRE(cluster.ok());
+  auto kv = connect((*cluster)->client_address(), sluice::client_transport::shared_memory);
+  for (int i = 0; i < 10; ++i) {
+    auto w = kv->reserve("k", 3 << 20);
+    REQUIRE_MESSAGE(w.ok(), "round " << i << ": " << (w ? "" : w.error().to_string()));
+    if (i % 2 == 0) w->abort();  // else the destructor gives it back
+  }
+  CHECK(kv->put("k", std::string(3 << 20, 'z')).ok());
+}
+
+TEST_CASE("shm client: reserving more than the owner accepts fails like a put would") {
+  sluice::local_cluster_options options;
+  options.config_text = "[owner]\ncapacity = \"4MiB\"\nmax_value = \"1MiB\"\n";
+  auto cluster = sluice::local_cluster::start(options);
+  REQUIRE(cluster.ok());
+  auto kv = connect((*cluster)->client_address(), sluice::client_transport::shared_memory);
+  CHECK(kv->reserve("k", 2 << 20).code() == sluice::errc::invalid_argument);
+  CHECK(kv->reserve("", 10).code() == sluice::errc::invalid_argument);
+  std::vector<sluice::writable_value> held;
+  sluice::errc last = sluice::errc::ok;
+  for (int i = 0; i < 8 && last == sluice::errc::ok; ++i) {
+    auto w = kv->reserve("k" + std::to_string(i), 1 << 20);
+    last = w.code();
+    if (w) held.push_back(std::move(*w));
+  }
+  CHECK(last == sluice::errc::no_capacity);
+}
+
+TEST_CASE("tcp client: a reservation is a local buffer sent at commit") {
+  auto cluster = start_cluster();
+  auto kv = connect(cluster->client_address(), sluice::client_transport::tcp);
+  auto w = kv->reserve("k", 100);
+  REQUIRE(w.ok());
+  std::memset(w->bytes().data(), 'q', 100);
+  REQUIRE(w->commit().ok());
+  CHECK(kv->get("k").value().str() == std::string(100, 'q'));
+}
+
+TEST_CASE("shm client: a dict goes straight into the pool and its tensor is read in place") {
+  auto cluster = start_cluster();
+  auto kv = connect(cluster->client_address(), sluice::client_transport::shared_memory);
+  std::vector<float> logits(8 * 1000);
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i);
+  std::string header = "header-bytes";
+  std::vector<std::byte> body(5000, std::byte{7});
+  sluice::dict_builder b;
+  REQUIRE(b.add_int64("step", 42).ok());
+  REQUIRE(b.add_bytes("message", {std::as_bytes(std::span{header}), std::span<const std::byte>{body}}).ok());
+  REQUIRE(b.add_tensor("logits", {sluice::dtype_float32, {8, 1000}, {}, {}}, std::as_bytes(std::span{logits}))
+              .ok());
+  REQUIRE(kv->put("d", b).ok());
+  auto v = kv->get("d").value();
+  auto again = kv->get("d").value();
+  CHECK(v.data() == again.data());
+  auto d = sluice::dict_view::parse(v.bytes());
+  REQUIRE(d.ok());
+  CHECK(d->find("step")->as_int64().value() == 42);
+  auto message = d->find("message")->as_bytes().value();
+  CHECK(message.size() == header.size() + body.size());
+  CHECK(std::memcmp(message.data(), header.data(), header.size()) == 0);
+  auto t = d->find("logits")->as_tensor().value();
+  CHECK(t.data.data() >= v.data());
+  CHECK(std::memcmp(t.data.data(), logits.data(), t.data.size()) == 0);
+}
+
+TEST_CASE("kv: batches put and get many keys with a result each") {
+  auto cluster = start_cluster();
+  auto kv = connect(cluster->client_address(), sluice::client_transport::automatic);
+  std::vector<std::string> values;
+  std::vector<std::pair<std::string_view, std::span<const std::byte>>> items;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 50; ++i) {
+    keys.push_back("batch/" + std::to_string(i));
+    values.push_back(std::string(static_cast<std::size_t>(i * 100), static_cast<char>('a' + i % 26)));
+  }
+  for (int i = 0; i < 50; ++i) items.emplace_back(keys[static_cast<std::size_t>(i)], std::as_bytes(std::span{values[static_cast<std::size_t>(i)]}));
+  items.emplace_back("", std::span<const std::byte>{});  // one bad item
+  auto put = kv->put_batch(items);
+  REQUIRE(put.size() == 51);
+  for (int i = 0; i < 50; ++i) CHECK(put[static_cast<std::size_t>(i)].ok());
+  CHECK(put[50].code() == sluice::errc::invalid_argument);
+  std::vector<std::string_view> wanted(keys.begin(), keys.end());
+  wanted.push_back("batch/missing");
+  auto got = kv->get_batch(wanted);
+  REQUIRE(got.size() == 51);
+  for (int i = 0; i < 50; ++i) CHECK(got[static_cast<std::size_t>(i)].value().str() == values[static_cast<std::size_t>(i)]);
+  CHECK(got[50].code() == sluice::errc::not_found);
 }

@@ -36,6 +36,7 @@ class raw_socket {
     REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
   }
   ~raw_socket() { ::close(fd_); }
+  int fd() const noexcept { return fd_; }
   void send(const void* data, std::size_t size) {
     // The node may close the link half way through; that is the point.
     (void)::send(fd_, data, size, MSG_NOSIGNAL);
@@ -150,4 +151,72 @@ TEST_CASE("robustness: garbage and half frames close only their own links and th
   REQUIRE(status.ok());
   REQUIRE(status->members.size() == 1);
   CHECK(status->members.front().up);
+}
+
+namespace {
+
+/// Reads one whole frame from `fd` (blocking, with the socket's timeout).
+std::optional<sluice::wire::message> read_frame(int fd) {
+  std::string bytes(sluice::wire::frame_header_bytes, '\0');
+  auto read_exact = [fd](char* out, std::size_t n) {
+    std::size_t got = 0;
+    while (got < n) {
+      auto r = ::recv(fd, out + got, n - got, 0);
+      if (r <= 0) return false;
+      got += static_cast<std::size_t>(r);
+    }
+    return true;
+  };
+  if (!read_exact(bytes.data(), bytes.size())) return std::nullopt;
+  sluice::wire::header_bytes raw;
+  std::memcpy(raw.data(), bytes.data(), raw.size());
+  auto h = sluice::wire::parse_frame_header(raw, sluice::wire::frame_limits{});
+  if (!h) return std::nullopt;
+  bytes.resize(bytes.size() + h->envelope_bytes + h->payload_bytes);
+  if (!read_exact(bytes.data() + sluice::wire::frame_header_bytes, bytes.size() - sluice::wire::frame_header_bytes)) {
+    return std::nullopt;
+  }
+  auto m = sluice::wire::decode_bytes(std::as_bytes(std::span{bytes}), sluice::wire::frame_limits{});
+  if (!m) return std::nullopt;
+  return std::move(*m);
+}
+
+}  // namespace
+
+TEST_CASE("robustness: a commit naming a reservation the link does not hold is refused") {
+  sluice::test::process up{sluice_bin,
+                           {"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"},
+                           sluice::test::temp_path("up.log")};
+  auto first = up.read_line(10s);
+  REQUIRE(first.has_value());
+  auto owner = sluice::test::address_in(*first);
+
+  // A real reservation exists on another (shared-memory) link.
+  sluice::client_options options;
+  options.transport = sluice::client_transport::shared_memory;
+  auto local = sluice::client::connect(owner, options);
+  REQUIRE(local.ok());
+  auto w = (*local)->reserve("victim", 4096);
+  REQUIRE(w.ok());
+
+  raw_socket s{owner};
+  s.send(hello_frame());
+  for (std::uint64_t forged : {std::uint64_t{1}, std::uint64_t{2}, std::uint64_t{999999}}) {
+    sluice::wire::envelope env;
+    env.request_id = forged;
+    env.deadline_us = 2'000'000;
+    env.body = sluice::wire::kv_commit{forged};
+    s.send(bytes_of(sluice::wire::encode(env)));
+    std::optional<sluice::wire::message> reply;
+    while ((reply = read_frame(s.fd())) && reply->env.reply_to != forged) {
+    }
+    REQUIRE(reply.has_value());
+    auto* e = std::get_if<sluice::wire::error_reply>(&reply->env.body);
+    REQUIRE(e != nullptr);
+    CHECK(e->code == sluice::errc::invalid_argument);
+  }
+  // The real owner of the reservation still commits it.
+  std::memset(w->bytes().data(), 'v', 4096);
+  REQUIRE(w->commit().ok());
+  CHECK((*local)->get("victim").value().str() == std::string(4096, 'v'));
 }

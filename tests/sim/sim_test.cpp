@@ -45,6 +45,10 @@ class stale_after_restart_store final : public sluice::object_store {
     return std::nullopt;
   }
   bool drop(const std::string& key, std::uint64_t version) override { return real_.drop(key, version); }
+  sluice::result<sluice::shared_bytes> reserve(std::uint64_t size) override { return real_.reserve(size); }
+  std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
+    return std::nullopt;
+  }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }
   std::uint64_t object_count() const override { return real_.object_count(); }
@@ -67,6 +71,10 @@ class torn_store final : public sluice::object_store {
     return bytes;
   }
   bool drop(const std::string& key, std::uint64_t version) override { return real_.drop(key, version); }
+  sluice::result<sluice::shared_bytes> reserve(std::uint64_t size) override { return real_.reserve(size); }
+  std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
+    return std::nullopt;
+  }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }
   std::uint64_t object_count() const override { return real_.object_count(); }

@@ -30,6 +30,12 @@ auto fields(const error_reply& x) { return std::tie(x.code, x.message); }
 auto fields(const ok_reply&) { return std::tie(); }
 auto fields(const ping&) { return std::tie(); }
 auto fields(const leave&) { return std::tie(); }
+auto fields(const kv_reserve& x) { return std::tie(x.key, x.size); }
+auto fields(const kv_reserve_reply& x) {
+  return std::tie(x.reservation, x.where.segment, x.where.offset, x.where.length);
+}
+auto fields(const kv_commit& x) { return std::tie(x.reservation); }
+auto fields(const kv_abort& x) { return std::tie(x.reservation); }
 auto fields(const register_owner& x) { return std::tie(x.name, x.address, x.capacity_bytes); }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us); }
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count); }
@@ -143,6 +149,10 @@ std::vector<body> sample_bodies() {
       ok_reply{},
       ping{},
       leave{},
+      kv_reserve{"reserved\0key", 1ULL << 33},
+      kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
+      kv_commit{77},
+      kv_abort{78},
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40},
       register_owner_reply{500'000},
       heartbeat{max, 0},
@@ -566,4 +576,5 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(cluster_status_reply{}) == "cluster_status_reply");
   CHECK(body_name(ping{}) == "ping");
   CHECK(body_name(leave{}) == "leave");
+  CHECK(body_name(kv_commit{}) == "kv_commit");
 }

@@ -297,6 +297,29 @@ void shm_client::shutdown() {
   });
 }
 
+std::optional<shm_client::mapped_region> shm_client::map_region(const region& r) const {
+  std::shared_ptr<connection> c;
+  {
+    std::lock_guard guard{const_cast<std::mutex&>(mutex_)};
+    c = current_;
+  }
+  if (!c) return std::nullopt;
+  auto bytes = resolve_in(*c, r);
+  if (!bytes) return std::nullopt;
+  return mapped_region{c, *bytes};
+}
+
+bool shm_client::connected() const {
+  std::shared_ptr<connection> c;
+  {
+    std::lock_guard guard{const_cast<std::mutex&>(mutex_)};
+    c = current_;
+  }
+  if (!c) return false;
+  std::lock_guard guard{c->send_mutex};
+  return c->up && !c->closed;
+}
+
 std::optional<std::span<std::byte>> shm_client::resolve(const region& r) const {
   std::shared_ptr<connection> c;
   {

@@ -56,6 +56,17 @@ class shm_client final : public transport {
   /// `r` lies within a mapped segment. Thread-safe once the link is up.
   std::optional<std::span<std::byte>> resolve(const region& r) const;
 
+  /// Like resolve(), with a handle that keeps the mapping alive (even if
+  /// the link goes down meanwhile) for as long as the caller holds it.
+  struct mapped_region {
+    std::shared_ptr<void> keep;
+    std::span<std::byte> bytes;
+  };
+  std::optional<mapped_region> map_region(const region& r) const;
+
+  /// Whether a link to the owner is up now.
+  bool connected() const;
+
  public:
   struct connection;  // public for the lease holds that point back at it
 

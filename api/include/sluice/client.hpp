@@ -23,6 +23,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sluice/error.hpp"
 #include "sluice/result.hpp"
@@ -59,6 +61,37 @@ struct call_options {
   std::chrono::milliseconds timeout{0};
 };
 
+class client;
+class dict_builder;
+
+/// A new value being written before it is committed. On the owner's host
+/// (shared memory) bytes() is the pool memory the value will live in: what
+/// the caller writes there is the value, with no further copy. Elsewhere
+/// it is a local buffer, sent when committed.
+///
+/// Move-only. Destroying it without commit() gives the room back.
+class writable_value {
+ public:
+  writable_value(writable_value&&) noexcept;
+  writable_value& operator=(writable_value&&) noexcept;
+  ~writable_value();
+
+  /// Where to write the value; exactly the size reserved. Write it before
+  /// commit(), not after.
+  std::span<std::byte> bytes() const noexcept;
+  /// Makes the bytes the key's new version; returns it. A writable_value
+  /// commits at most once.
+  result<std::uint64_t> commit(call_options options = {});
+  /// Gives the room back without storing anything.
+  void abort();
+
+  struct impl;
+  explicit writable_value(std::unique_ptr<impl> state);
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
 class client {
  public:
   /// Connects to the owner at `address` ("host:port") and checks that it
@@ -76,8 +109,28 @@ class client {
                             call_options options = {});
   result<std::uint64_t> put(std::string_view key, std::string_view text, call_options options = {});
 
+  /// Room for a new value of `size` bytes under `key`, to write in place
+  /// (see writable_value). Fails like put: invalid_argument for a bad key
+  /// or a size over the owner's max_value, no_capacity when it has no room.
+  result<writable_value> reserve(std::string_view key, std::uint64_t size, call_options options = {});
+
+  /// Encodes a dict (sluice/dict.hpp) straight into a reservation and
+  /// commits it: each field's buffers are copied once, to their place.
+  result<std::uint64_t> put(std::string_view key, const dict_builder& dict, call_options options = {});
+
+  /// Several puts at once, pipelined; one result per item, in order.
+  std::vector<result<std::uint64_t>> put_batch(
+      std::span<const std::pair<std::string_view, std::span<const std::byte>>> items,
+      call_options options = {});
+
   /// The latest committed version of `key`; `not_found` when there is none.
+  /// On the owner's host the value is a view of the owner's memory, no
+  /// copy: it stays valid, unchanged, while it lives, even if the key is
+  /// overwritten or removed meanwhile.
   result<value> get(std::string_view key, call_options options = {});
+
+  /// Several gets at once, pipelined; one result per key, in order.
+  std::vector<result<value>> get_batch(std::span<const std::string_view> keys, call_options options = {});
 
   /// Removes `key`; returns whether it had a committed version.
   result<bool> remove(std::string_view key, call_options options = {});
