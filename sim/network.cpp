@@ -35,6 +35,7 @@ void network::detach(int node) {
   auto& n = nodes_.at(static_cast<std::size_t>(node));
   n.alive = false;
   n.sink = nullptr;
+  n.fast = nullptr;
   std::erase_if(listeners_, [node](const auto& entry) { return entry.second == node; });
   std::vector<std::uint64_t> broken;
   for (auto& [serial, link] : links_) {
@@ -45,6 +46,10 @@ void network::detach(int node) {
     int end = links_.at(serial).ends[0].node == node ? 0 : 1;
     break_link(serial, end, gone, gone);
   }
+}
+
+void network::set_fast_path(int node, transport::fast_path_fn fast) {
+  nodes_.at(static_cast<std::size_t>(node)).fast = std::move(fast);
 }
 
 bool network::attached(int node) const {
@@ -178,12 +183,21 @@ void network::deliver(event& ev) {
                        format_time(now()), ev.frame.size(), ev.node, ev.link, digest);
   });
   // What a receiving transport does: check the header against the limits,
-  // then hand over the envelope (a slice of the head) and the payload.
+  // then hand over the envelope (a slice of the head) and the payload —
+  // to the node's fast path first, when it has one, as an owner's poller.
   auto header = wire::parse_frame_header(head.span().first<wire::frame_header_bytes>(), wire::frame_limits{});
-  result<void> taken = header ? n.sink->on_frame(ev.link, wire::inbound_frame{
-                                    head.slice(wire::frame_header_bytes, head.size() - wire::frame_header_bytes),
-                                    ev.frame.payload})
-                              : result<void>{header.error()};
+  wire::inbound_frame inbound{head.slice(wire::frame_header_bytes, head.size() - wire::frame_header_bytes),
+                              ev.frame.payload};
+  auto& link = links_.at(ev.serial);
+  int end = link.ends[0].node == ev.node && link.ends[0].id == ev.link ? 0 : 1;
+  if (header && n.fast && link.delivered[end]) {
+    if (auto reply = n.fast(inbound)) {
+      schedule_frame(ev.serial, end, std::move(*reply), frame_faults_);
+      return;
+    }
+  }
+  link.delivered[end] = true;
+  result<void> taken = header ? n.sink->on_frame(ev.link, std::move(inbound)) : result<void>{header.error()};
   if (!taken) {
     auto serial = ev.serial;
     auto& l = links_.at(serial);

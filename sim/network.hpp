@@ -44,6 +44,9 @@ class network {
 
   /// Node `node` (re)starts; its link events go to `sink` from now on.
   void attach(int node, transport::link_sink* sink);
+  /// Requests to `node` that `fast` answers never reach its actors, as in
+  /// a real owner's shm poller. Cleared by detach().
+  void set_fast_path(int node, transport::fast_path_fn fast);
   /// Node `node` crashes: its listeners vanish, its links break (peers hear
   /// of it after a latency), and nothing more is delivered to it.
   void detach(int node);
@@ -87,6 +90,7 @@ class network {
     sim_time next_free[2];      // FIFO: earliest next delivery towards end 1-i
     sim_time clogged_until[2];
     std::deque<wire::outbound_frame> held[2];  // frames waiting out a partition
+    bool delivered[2] = {false, false};        // end i passed a frame to its sink
   };
   struct event {
     event_kind kind;
@@ -100,6 +104,7 @@ class network {
   };
   struct node_state {
     transport::link_sink* sink = nullptr;
+    transport::fast_path_fn fast;
     std::uint64_t incarnation = 0;
     std::uint64_t next_link = 1;
     bool alive = false;

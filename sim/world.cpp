@@ -144,8 +144,12 @@ void world::start(int index) {
       me.node_role = role::owner;
       auto store = config_.make_store ? config_.make_store(cfg.owner.capacity_bytes)
                                       : std::make_shared<memory_store>(cfg.owner.capacity_bytes);
+      auto fast = std::make_shared<fast_index>();
+      network_->set_fast_path(index, [this, fast, self](const wire::inbound_frame& frame) {
+        return serve_fast(*fast, self, frame, now_);
+      });
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store}));
+          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store, fast}));
       break;
     }
     case node_kind::client: {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -84,6 +86,13 @@ class transport {
   /// returns, the sink receives nothing more. Idempotent.
   virtual void shutdown() = 0;
 };
+
+/// Answers a request without the node's actors when it can (an owner's
+/// fast path, see actors/owner/fast_path.hpp): returns the reply frame,
+/// or nothing to deliver the request as usual. Called on a transport's
+/// thread for frames of links that already delivered their first frame
+/// (the hello) the usual way. Must not block.
+using fast_path_fn = std::function<std::optional<wire::outbound_frame>(const wire::inbound_frame&)>;
 
 /// Bounds shared by transports.
 struct transport_limits {

@@ -27,6 +27,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
 /// A call from the embedding API: (api_atom, api_call).
 using api_atom = caf::atom_constant<caf::atom("api")>;
+/// Continue work that waited for something: (resume_atom, id).
+using resume_atom = caf::atom_constant<caf::atom("resume")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

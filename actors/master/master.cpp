@@ -18,6 +18,9 @@ using master::membership;
 
 /// Pending puts get this long beyond their own deadline to commit.
 constexpr std::chrono::seconds pending_grace{2};
+/// How long an owner has to answer an invalidation before it is declared
+/// down (and then its lease is waited out).
+constexpr std::chrono::seconds invalidate_timeout{2};
 
 struct master_state {
   std::optional<endpoint> ep;
@@ -25,6 +28,9 @@ struct master_state {
   membership members;
   directory dir;
   std::optional<rng> random;
+  /// Work waiting for an owner's lease to run out, by id.
+  std::map<std::uint64_t, std::function<void()>> waiting;
+  std::uint64_t next_waiting = 1;
   static inline const char* name = "sluice.master";
 };
 
@@ -32,6 +38,54 @@ using self_ptr = master_actor::stateful_pointer<master_state>;
 
 std::string describe_owner(const master::member& m) {
   return "owner '" + m.name + "' (" + m.id.to_string() + ")";
+}
+
+/// An owner's fast index may answer for this long after it sent a
+/// heartbeat the master answered; half the heartbeat timeout, so the
+/// master declares a silent owner down only after its lease ran out.
+std::uint64_t lease_us(const master_section& cfg) {
+  return static_cast<std::uint64_t>(cfg.heartbeat_timeout.count()) / 2;
+}
+
+/// Which owner's fast index was made to forget a key, at which version.
+struct served_by {
+  node_id holder;
+  std::uint64_t version = 0;
+  friend bool operator==(const served_by&, const served_by&) = default;
+};
+
+/// Runs `then` once the lease `holder` may still hold has surely run out:
+/// a lease starts before the heartbeat that renewed it reached us.
+void after_lease(self_ptr self, node_id holder, std::function<void()> then) {
+  auto& st = self->state;
+  auto* m = st.members.find(holder);
+  if (m == nullptr) return then();
+  auto until = m->last_heartbeat + std::chrono::microseconds{lease_us(st.cfg)};
+  auto now = st.ep->now();
+  if (until <= now) return then();
+  auto id = st.next_waiting++;
+  st.waiting.emplace(id, std::move(then));
+  self->delayed_send(self, until - now, resume_atom::value, id);
+}
+
+/// Runs `then` once `holder` surely no longer answers gets of `key` from
+/// its fast index: it confirmed an invalidation, or its lease ran out.
+void when_not_served(self_ptr self, const std::string& key, node_id holder, std::function<void()> then) {
+  auto& st = self->state;
+  auto* m = st.members.find(holder);
+  if (m == nullptr) return then();
+  if (m->state != wire::member_state::up) return after_lease(self, holder, std::move(then));
+  auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
+  st.ep->request(m->link, wire::invalidate{key}, {}, deadline,
+                 [self, holder, then = std::move(then)](result<wire::message> reply) mutable {
+                   if (reply) return then();
+                   auto& st = self->state;
+                   if (st.members.mark_down(holder, "did not answer an invalidation")) {
+                     st.ep->log()->warn("{} down: did not answer an invalidation ({})",
+                                        describe_owner(*st.members.find(holder)), reply.error().to_string());
+                   }
+                   after_lease(self, holder, std::move(then));
+                 });
 }
 
 void tell_drop(self_ptr self, const master::stale_version& s) {
@@ -78,7 +132,7 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
   st.ep->log()->info("owner '{}' ({}) up at {}, capacity {}", r.name, ctx.source.to_string(),
                      r.address, format_size(r.capacity_bytes));
   auto interval_us = static_cast<std::uint64_t>(st.cfg.heartbeat_interval.count());
-  st.ep->reply(ctx, wire::register_owner_reply{interval_us});
+  st.ep->reply(ctx, wire::register_owner_reply{interval_us, lease_us(st.cfg)});
 }
 
 void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
@@ -107,15 +161,43 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
   st.ep->reply(ctx, wire::place_reply{version, wire::replica{*chosen, m->address}});
 }
 
-void on_commit(self_ptr self, const request_context& ctx, const wire::commit& c) {
+void apply_commit(self_ptr self, const request_context& ctx, const wire::commit& c) {
   auto& st = self->state;
   auto outcome = st.dir.commit(c.key, c.version, ctx.source);
   if (!outcome) {
     st.ep->reply_error(ctx, outcome.error());
     return;
   }
+  bool current = !(outcome->stale && outcome->stale->version == c.version);
   if (outcome->stale) tell_drop(self, *outcome->stale);
-  st.ep->reply(ctx, wire::ok_reply{});
+  st.ep->reply(ctx, wire::commit_reply{current});
+}
+
+/// Whether the holder of `entry` may still answer gets of its key from its
+/// fast index, given the state `cleared` already made it forget. On a
+/// request's first look (no `cleared`), a requester holding the key has
+/// forgotten it already (owners do before they commit or remove); after a
+/// wait, the entry may have moved on and must be cleared again, whoever
+/// holds it.
+bool may_be_served(const master::object_entry* entry, node_id requester,
+                   const std::optional<served_by>& cleared) {
+  if (entry == nullptr) return false;
+  if (!cleared) return entry->holder != requester;
+  return !(*cleared == served_by{entry->holder, entry->version});
+}
+
+void on_commit(self_ptr self, const request_context& ctx, const wire::commit& c,
+               std::optional<served_by> cleared = {}) {
+  auto& st = self->state;
+  auto* entry = st.dir.find(c.key);
+  // Another owner may answer gets of this key from its fast index: it must
+  // stop before this version becomes current.
+  if (may_be_served(entry, ctx.source, cleared) && entry->version < c.version) {
+    served_by now{entry->holder, entry->version};
+    when_not_served(self, c.key, entry->holder, [self, ctx, c, now] { on_commit(self, ctx, c, now); });
+    return;
+  }
+  apply_commit(self, ctx, c);
 }
 
 void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l) {
@@ -135,8 +217,15 @@ void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l)
   st.ep->reply(ctx, std::move(out));
 }
 
-void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r) {
+void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r,
+               std::optional<served_by> cleared = {}) {
   auto& st = self->state;
+  auto* entry = st.dir.find(r.key);
+  if (may_be_served(entry, ctx.source, cleared)) {
+    served_by now{entry->holder, entry->version};
+    when_not_served(self, r.key, entry->holder, [self, ctx, r, now] { on_remove(self, ctx, r, now); });
+    return;
+  }
   auto removed = st.dir.remove(r.key);
   if (removed) tell_drop(self, {removed->holder, r.key, removed->version});
   st.ep->reply(ctx, wire::remove_key_reply{removed.has_value()});
@@ -214,6 +303,14 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](tick_atom) { on_tick(self); },
+      [self](resume_atom, std::uint64_t id) {
+        auto& st = self->state;
+        auto it = st.waiting.find(id);
+        if (it == st.waiting.end()) return;
+        auto then = std::move(it->second);
+        st.waiting.erase(it);
+        then();
+      },
       [self](stop_atom) {
         self->quit();
         return true;

@@ -12,7 +12,8 @@
 
 namespace sluice {
 
-using master_actor = node_actor::extend<caf::reacts_to<tick_atom>>;
+using master_actor =
+    node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<resume_atom, std::uint64_t>>;
 
 struct master_deps {
   endpoint::identity identity;

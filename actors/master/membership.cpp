@@ -31,11 +31,13 @@ bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t o
   return true;
 }
 
-bool membership::leave(node_id id) {
+bool membership::leave(node_id id) { return mark_down(id, "left"); }
+
+bool membership::mark_down(node_id id, std::string reason) {
   auto it = members_.find(id);
   if (it == members_.end() || it->second.state != wire::member_state::up) return false;
   it->second.state = wire::member_state::down;
-  it->second.down_reason = "left";
+  it->second.down_reason = std::move(reason);
   return true;
 }
 

@@ -49,6 +49,9 @@ class membership {
   /// was not up.
   bool leave(node_id id);
 
+  /// Marks `id` down for `reason`; false when it was not up.
+  bool mark_down(node_id id, std::string reason);
+
   /// Marks down the member reached over `link`; returns it if it was up.
   std::optional<node_id> link_lost(transport::link_id link);
 

@@ -13,9 +13,10 @@ namespace {
 
 /// Deadline of control requests the owner makes on its own behalf.
 constexpr std::chrono::seconds control_timeout{5};
-/// A get whose holder changed under it (an overwrite raced it) looks the
-/// key up again, at most this many times.
-constexpr int max_get_attempts = 3;
+/// A get whose version was superseded before it could be read (an
+/// overwrite raced it) looks the key up again, at most this many times;
+/// then it fails with `aborted` (retry), never `not_found`: the key exists.
+constexpr int max_get_attempts = 16;
 /// Reservations one client may hold at once; more answer `overloaded`.
 constexpr std::size_t reservations_per_link_max = 1024;
 
@@ -30,6 +31,17 @@ struct owner_state {
   std::optional<endpoint> ep;
   owner_section cfg;
   std::shared_ptr<object_store> store;
+  std::shared_ptr<fast_index> index;  // never null (an unused one without a fast path)
+  /// The fast index may answer until then (the master's lease).
+  clock_time lease_until{};
+  clock_duration lease{};
+  /// The master this owner last registered with.
+  node_id master_id;
+  /// The latest local change (commit or remove) of each key in flight: a
+  /// commit's answer may publish into the fast index only if no later
+  /// change of that key started since (its answer may never come).
+  std::unordered_map<std::string, std::uint64_t> latest_change;
+  std::uint64_t next_change = 1;
   std::optional<transport::link_id> master_link;
   bool registered = false;
   bool reconnect_armed = false;
@@ -66,12 +78,30 @@ void schedule_reconnect(self_ptr self) {
   self->delayed_send(self, timer_delay(st.ep->faults(), interval), reconnect_atom::value);
 }
 
+/// The master answered a heartbeat (or registration) sent at `sent`: the
+/// fast index may answer until the lease, counted from then, runs out.
+void renew_lease(self_ptr self, clock_time sent) {
+  auto& st = self->state;
+  if (st.lease == clock_duration::zero()) return;
+  auto until = sent + st.lease;
+  if (until <= st.lease_until) return;
+  st.lease_until = until;
+  st.index->set_lease(until);
+}
+
 void register_with_master(self_ptr self) {
   auto& st = self->state;
+  // (Re)registering means the master may have declared this owner down
+  // and moved on without it (or be a new master): whatever the fast index
+  // holds may be stale from now on, whether or not the answer arrives.
+  st.index->clear();
+  st.index->set_lease({});
+  st.lease_until = {};
   wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes()};
-  auto deadline = st.ep->now() + control_timeout;
+  auto sent = st.ep->now();
+  auto deadline = sent + control_timeout;
   auto link = *st.master_link;
-  st.ep->request(link, std::move(r), {}, deadline, [self, link](result<wire::message> reply) {
+  st.ep->request(link, std::move(r), {}, deadline, [self, link, sent](result<wire::message> reply) {
     auto& st = self->state;
     if (st.master_link != link) return;  // a newer link replaced this one
     auto r = reply_body<wire::register_owner_reply>(reply);
@@ -88,6 +118,9 @@ void register_with_master(self_ptr self) {
     bool first = !st.registered;
     st.registered = true;
     st.master_warned = false;
+    st.master_id = reply->env.source;
+    st.lease = std::chrono::microseconds{r->lease_us};
+    renew_lease(self, sent);
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
@@ -110,12 +143,14 @@ void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count()};
-  auto deadline = st.ep->now() + st.heartbeat_interval * 2;
+  auto sent = st.ep->now();
+  auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;
-  st.ep->request(link, std::move(h), {}, deadline, [self, link](result<wire::message> reply) {
+  st.ep->request(link, std::move(h), {}, deadline, [self, link, sent](result<wire::message> reply) {
     auto& st = self->state;
     if (st.master_link != link) return;
     auto r = reply_body<wire::heartbeat_reply>(reply);
+    if (r && r->known) renew_lease(self, sent);
     if (r && !r->known) {
       st.ep->log()->warn("the master no longer knows this owner; registering again");
       register_with_master(self);
@@ -161,9 +196,18 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
     done(stored.error());
     return;
   }
+  // Until the master answers, gets of this key go the slow way: the new
+  // version may become current at the master at any moment.
+  st.index->erase(key);
+  auto change = st.next_change++;
+  st.latest_change[key] = change;
   ask_master(self, wire::commit{key, version, size}, deadline,
-             [self, key, version, done](result<wire::message> reply) {
-               auto ok = reply_body<wire::ok_reply>(reply);
+             [self, key, version, done, change](result<wire::message> reply) {
+               auto& st = self->state;
+               auto latest = st.latest_change.find(key);
+               bool still_latest = latest != st.latest_change.end() && latest->second == change;
+               if (still_latest) st.latest_change.erase(latest);
+               auto ok = reply_body<wire::commit_reply>(reply);
                if (!ok) {
                  // A refused commit will never be visible: free it now. A
                  // commit whose answer was lost may have happened; keep the
@@ -174,6 +218,11 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                  }
                  done(std::move(ok).error());
                  return;
+               }
+               if (ok->current && still_latest) {
+                 if (auto bytes = self->state.store->get(key, version)) {
+                   self->state.index->publish(key, version, std::move(*bytes));
+                 }
                }
                done(version);
              });
@@ -219,9 +268,11 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
     auto& st = self->state;
     auto where = reply_body<wire::locate_reply>(reply);
     if (!where) return st.ep->reply_error(ctx, where.error());
-    auto retry_or = [self, ctx, key, attempt](const error& e) {
+    auto retry_or = [self, ctx, key, attempt](const error&) {
       if (attempt + 1 < max_get_attempts) return serve_get(self, ctx, key, attempt + 1);
-      self->state.ep->reply_error(ctx, e);
+      self->state.ep->reply_error(ctx, error{errc::aborted, "the key was overwritten " +
+                                                                std::to_string(max_get_attempts) +
+                                                                " times while it was read; retry"});
     };
     for (auto& r : where->replicas) {
       if (r.owner != st.ep->me().id) continue;
@@ -245,7 +296,15 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
 }
 
 void serve_remove(self_ptr self, const request_context& ctx, std::string key) {
-  ask_master(self, wire::remove_key{std::move(key)}, ctx.deadline, [self, ctx](result<wire::message> reply) {
+  auto& st = self->state;
+  st.index->erase(key);
+  auto change = st.next_change++;
+  st.latest_change[key] = change;  // no earlier commit may publish now
+  ask_master(self, wire::remove_key{key}, ctx.deadline, [self, ctx, key, change](result<wire::message> reply) {
+    auto& st = self->state;
+    if (auto it = st.latest_change.find(key); it != st.latest_change.end() && it->second == change) {
+      st.latest_change.erase(it);
+    }
     auto removed = reply_body<wire::remove_key_reply>(reply);
     if (!removed) return self->state.ep->reply_error(ctx, removed.error());
     self->state.ep->reply(ctx, wire::kv_remove_reply{removed->existed});
@@ -327,7 +386,14 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::cluster_status&) { forward_status(self, ctx); },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
-          [&](wire::drop& d) { st.store->drop(d.key, d.version); },
+          [&](wire::drop& d) {
+            st.index->erase_version(d.key, d.version);
+            st.store->drop(d.key, d.version);
+          },
+          [&](wire::invalidate& i) {
+            st.index->erase(i.key);
+            st.ep->reply(ctx, wire::ok_reply{});
+          },
           [&](wire::kv_reserve& r) { serve_reserve(self, ctx, r); },
           [&](wire::kv_commit& c) { serve_commit_reservation(self, ctx, c.reservation); },
           [&](wire::kv_abort& a) {
@@ -357,6 +423,8 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
                       reason.to_string(), format_duration(st.cfg.reconnect_interval));
     st.master_link.reset();
     st.registered = false;
+    st.index->set_lease({});
+    st.lease_until = {};
     schedule_reconnect(self);
   }
 }
@@ -365,6 +433,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   auto& st = self->state;
   st.cfg = deps.config;
   st.store = std::move(deps.store);
+  st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);

@@ -11,6 +11,7 @@
 
 #include "actors/common/endpoint.hpp"
 #include "actors/common/node_actor.hpp"
+#include "actors/owner/fast_path.hpp"
 #include "actors/owner/object_store.hpp"
 #include "runtime/config/node_config.hpp"
 
@@ -27,6 +28,9 @@ struct owner_deps {
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
   fault_sites* faults = nullptr;
   std::shared_ptr<object_store> store;
+  /// What this owner may answer without its actor (see fast_path.hpp);
+  /// null: no fast path.
+  std::shared_ptr<fast_index> index;
 };
 
 owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps);

@@ -108,7 +108,9 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setCapacityBytes(x.capacity_bytes);
           },
           [&](const register_owner_reply& x) {
-            b.initRegisterOwnerReply().setHeartbeatIntervalUs(x.heartbeat_interval_us);
+            auto r = b.initRegisterOwnerReply();
+            r.setHeartbeatIntervalUs(x.heartbeat_interval_us);
+            r.setLeaseUs(x.lease_us);
           },
           [&](const heartbeat& x) {
             auto h = b.initHeartbeat();
@@ -175,6 +177,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           },
           [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
           [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
+          [&](const invalidate& x) { b.initInvalidate().setKey(as_data(x.key)); },
+          [&](const commit_reply& x) { b.setCommitReply(x.current); },
       },
       msg);
 }
@@ -221,8 +225,10 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       return body{register_owner{from_text(r.getName()), from_text(r.getAddress()),
                                  r.getCapacityBytes()}};
     }
-    case W::REGISTER_OWNER_REPLY:
-      return body{register_owner_reply{b.getRegisterOwnerReply().getHeartbeatIntervalUs()}};
+    case W::REGISTER_OWNER_REPLY: {
+      auto r = b.getRegisterOwnerReply();
+      return body{register_owner_reply{r.getHeartbeatIntervalUs(), r.getLeaseUs()}};
+    }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
       return body{heartbeat{h.getUsedBytes(), h.getObjectCount()}};
@@ -289,6 +295,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::KV_COMMIT: return body{kv_commit{b.getKvCommit()}};
     case W::KV_ABORT: return body{kv_abort{b.getKvAbort()}};
+    case W::INVALIDATE: return body{invalidate{from_data(b.getInvalidate().getKey())}};
+    case W::COMMIT_REPLY: return body{commit_reply{b.getCommitReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -428,7 +436,8 @@ std::string_view body_name(const body& b) noexcept {
       "kv_put", "kv_put_reply", "kv_get", "kv_get_reply", "kv_remove",
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
-      "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort"};
+      "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
+      "invalidate", "commit_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -54,6 +54,10 @@ struct register_owner {
 
 struct register_owner_reply {
   std::uint64_t heartbeat_interval_us = 0;
+  /// How long after sending a heartbeat the master answered the owner may
+  /// answer gets from its own fast index (0: not at all). The master
+  /// declares a silent owner down only after this has surely run out.
+  std::uint64_t lease_us = 0;
 };
 
 struct heartbeat {
@@ -119,6 +123,18 @@ struct remove_key {
 
 struct remove_key_reply {
   bool existed = false;
+};
+
+/// Master → holder (a request): stop answering gets of `key` from your
+/// fast index; another owner is about to hold its newest version.
+struct invalidate {
+  std::string key;
+};
+
+/// The answer to a commit: whether the version became the key's current
+/// one (false: a newer version, or a removal, came first).
+struct commit_reply {
+  bool current = false;
 };
 
 /// Master → holder: free this version; nothing refers to it any more.
@@ -247,7 +263,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           kv_put, kv_put_reply, kv_get, kv_get_reply, kv_remove,
                           kv_remove_reply, kv_exists, kv_exists_reply,
                           cluster_status, cluster_status_reply, ping, leave,
-                          kv_reserve, kv_reserve_reply, kv_commit, kv_abort>;
+                          kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
+                          invalidate, commit_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -54,6 +54,8 @@ struct Envelope {
     kvReserveReply @38 :ReserveReply;
     kvCommit @39 :UInt64;            # reservation
     kvAbort @40 :UInt64;             # reservation
+    invalidate @41 :Key;
+    commitReply @42 :Bool;           # current
   }
 }
 
@@ -109,6 +111,7 @@ struct RegisterOwner {
 
 struct RegisterOwnerReply {
   heartbeatIntervalUs @0 :UInt64;
+  leaseUs @1 :UInt64;
 }
 
 struct Heartbeat {

@@ -36,8 +36,10 @@ auto fields(const kv_reserve_reply& x) {
 }
 auto fields(const kv_commit& x) { return std::tie(x.reservation); }
 auto fields(const kv_abort& x) { return std::tie(x.reservation); }
+auto fields(const invalidate& x) { return std::tie(x.key); }
+auto fields(const commit_reply& x) { return std::tie(x.current); }
 auto fields(const register_owner& x) { return std::tie(x.name, x.address, x.capacity_bytes); }
-auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us); }
+auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
@@ -153,8 +155,10 @@ std::vector<body> sample_bodies() {
       kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
       kv_commit{77},
       kv_abort{78},
+      invalidate{"gone\xff"},
+      commit_reply{true},
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40},
-      register_owner_reply{500'000},
+      register_owner_reply{500'000, 1'500'000},
       heartbeat{max, 0},
       heartbeat_reply{true},
       heartbeat_reply{false},

@@ -1,0 +1,79 @@
+// The owner's fast path: a get of a key whose newest version this owner
+// holds, answered without the owner actor and without the master — on
+// the shm poller's thread in a real owner, at delivery in the simulator.
+//
+// It stays correct (linearizable) by a small protocol:
+//  - the owner actor publishes a key into the fast index only when its
+//    commit made this owner's version the key's current one, and takes
+//    the key out before it commits or removes the key itself;
+//  - the master, before another owner's version of the key becomes
+//    current (or the key is removed through another owner), has this
+//    owner take the key out (invalidate) and waits for the answer;
+//  - the index answers only while the owner holds a fresh lease from the
+//    master (a heartbeat answered within the lease, counted from when the
+//    heartbeat was sent), so an owner cut off from the master stops
+//    answering before the master could decide without it.
+//
+// Plain code with no I/O of its own, so the simulator runs it too.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "runtime/memory/buffer.hpp"
+#include "runtime/node_id.hpp"
+#include "runtime/wire/frame.hpp"
+
+namespace sluice {
+
+/// What the owner publishes for its fast path. Thread-safe: the owner
+/// actor writes it, the shm poller reads it.
+class fast_index {
+ public:
+  struct entry {
+    std::uint64_t version = 0;
+    shared_bytes bytes;
+  };
+
+  /// Makes `version` of `key` servable, unless a newer one is.
+  void publish(const std::string& key, std::uint64_t version, shared_bytes bytes);
+  void erase(const std::string& key);
+  /// Erases `key` only if `version` is the one published.
+  void erase_version(const std::string& key, std::uint64_t version);
+  void clear();
+
+  /// The index may answer until `until` (on the owner's clock: the actor
+  /// clock, which is the steady clock in a real node); an empty time
+  /// point stops it at once. The check is made at each request against
+  /// the caller's clock, not by a timer that could fire late.
+  void set_lease(std::chrono::steady_clock::time_point until) noexcept {
+    lease_until_ns_.store(until.time_since_epoch().count(), std::memory_order_release);
+  }
+  bool enabled(std::chrono::steady_clock::time_point now) const noexcept {
+    return now.time_since_epoch().count() < lease_until_ns_.load(std::memory_order_acquire);
+  }
+
+  std::optional<entry> find(std::string_view key) const;
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, entry> entries_;
+  std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
+};
+
+/// Answers `frame`, a request from a client of this owner (`self`), from
+/// `index` when it can: a kv_get of a published key while the index is
+/// enabled. Returns the reply frame, or nothing: the request then goes to
+/// the owner actor as usual.
+std::optional<wire::outbound_frame> serve_fast(const fast_index& index, node_id self,
+                                               const wire::inbound_frame& frame,
+                                               std::chrono::steady_clock::time_point now);
+
+}  // namespace sluice
