@@ -79,6 +79,11 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   if (!store) return store.error();
   transport::shm_server_options shm;
   for (auto& s : (*store)->segments()) shm.segments.push_back({s.fd, s.size_bytes, s.base});
+  // The owner actor's clock is the steady clock: the fast path checks the
+  // lease against the same one.
+  shm.fast_path = [index = index_, self = id_](const wire::inbound_frame& frame) {
+    return serve_fast(*index, self, frame, std::chrono::steady_clock::now());
+  };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
@@ -132,9 +137,11 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
   deps.net = h.net_.get();
+  h.index_ = std::make_shared<fast_index>();
   auto store = h.open_pool(cfg);
   if (!store) return store.error();
   deps.store = std::move(*store);
+  deps.index = h.index_;
   h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;

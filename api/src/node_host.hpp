@@ -12,6 +12,7 @@
 #include <caf/fwd.hpp>
 
 #include "actors/common/actor_sink.hpp"
+#include "actors/owner/fast_path.hpp"
 #include "actors/owner/object_store.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
@@ -78,6 +79,7 @@ class node_host {
   std::string advertise_;
   std::string shm_address_;
   transport::shm_client* shm_client_ = nullptr;  // owned by net_
+  std::shared_ptr<fast_index> index_;             // owners: the fast path
   transport::transport_limits limits_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;

@@ -23,6 +23,7 @@
 #include "runtime/memory/region.hpp"
 #include "runtime/memory/segment.hpp"
 #include "transports/shm/channel.hpp"
+#include "transports/shm/client_link.hpp"
 #include "transports/shm/waiter.hpp"
 #include "transports/transport.hpp"
 
@@ -67,19 +68,10 @@ class shm_client final : public transport {
   /// Whether a link to the owner is up now.
   bool connected() const;
 
- public:
-  struct connection;  // public for the lease holds that point back at it
-
  private:
-  result<wire::inbound_frame> take_record(const std::shared_ptr<connection>& c,
-                                          std::span<const std::byte> record);
-  void flush_releases(connection& c);
-  static std::optional<std::span<std::byte>> resolve_in(const connection& c, const region& r);
+  using connection = shm::client_link;
   void read_loop(std::shared_ptr<connection> c);
-  result<void> take_greeting(connection& c);
   void finish(connection& c, const error& reason);
-  /// REQUIRES: c.send_mutex held.
-  bool write_locked(connection& c, const wire::outbound_frame& frame);
 
   const std::uint16_t tag_;
   link_sink& sink_;  // not owned; outlives this transport

@@ -62,6 +62,7 @@ struct shm_server::client {
   std::uint64_t next_lease = 1;  // under send_mutex
 
   std::atomic<bool> close_requested{false};
+  bool greeted = false;  // poller only: a first frame went to the sink
 
   explicit client(shm::unix_socket s) : socket(std::move(s)) {}
 };
@@ -257,6 +258,19 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
+    if (c.greeted && options_.fast_path) {
+      if (auto reply = options_.fast_path(*frame)) {
+        std::lock_guard guard{c.send_mutex};
+        if (!c.closed && (c.overflow.empty() && write_locked(c, *reply))) {
+          shm::notify_consumer(*c.responses);
+        } else if (!c.closed) {
+          c.overflow_bytes += reply->size();
+          c.overflow.push_back(std::move(*reply));
+        }
+        continue;
+      }
+    }
+    c.greeted = true;
     if (auto taken = sink_.on_frame(c.id, std::move(*frame)); !taken) {
       log_->warn("closing shm link {:#x} from {}: {}", c.id, c.peer, taken.error().to_string());
       c.close_requested = true;

@@ -58,6 +58,9 @@ struct shm_server_options {
   std::size_t clients_max = 256;
   /// The pool segments every client maps.
   std::vector<shm_segment> segments;
+  /// Answers requests on the poller's thread when it can (an owner's fast
+  /// path), for clients that already sent their first frame.
+  fast_path_fn fast_path;
 };
 
 class shm_server final : public transport {
