@@ -150,6 +150,8 @@ result<std::unique_ptr<client>> client::impl::connect_with(const std::string& ad
   if (!host) return std::move(host).error();
   auto state = std::make_unique<impl>();
   state->hub = std::move(hub);
+  auto addresses = owner_addresses(address, options.transport);
+  if (addresses.front().starts_with("shm://")) state->shm_address = addresses.front().substr(6);
   state->host = std::move(*host);
   state->options = std::move(options);
   state->address = address;
@@ -211,6 +213,13 @@ std::future<result<value>> client::get_async(std::string_view key, call_options 
 
 result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
                                   call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  // The caller waits anyway: the request is sent from its own thread, and
+  // the bytes go straight from its buffer into the ring (one copy).
+  shared_bytes payload{nullptr, bytes};
+  if (auto r = direct_call(*impl_, wire::kv_put{std::string{key}}, payload, effective(*impl_, options))) {
+    return to_version(*r);
+  }
   return wait_for(put_async(key, bytes, options), effective(*impl_, options));
 }
 
@@ -219,16 +228,28 @@ result<std::uint64_t> client::put(std::string_view key, std::string_view text, c
 }
 
 result<value> client::get(std::string_view key, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  if (auto r = direct_call(*impl_, wire::kv_get{std::string{key}}, {}, effective(*impl_, options))) {
+    return to_value(*r);
+  }
   return wait_for(get_async(key, options), effective(*impl_, options));
 }
 
 result<bool> client::remove(std::string_view key, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  if (auto r = direct_call(*impl_, wire::kv_remove{std::string{key}}, {}, effective(*impl_, options))) {
+    return to_removed(*r);
+  }
   auto [done, future] = promise_callback<bool>();
   remove_async(key, std::move(done), options);
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
 result<bool> client::exists(std::string_view key, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  if (auto r = direct_call(*impl_, wire::kv_exists{std::string{key}}, {}, effective(*impl_, options))) {
+    return to_exists(*r);
+  }
   auto [done, future] = promise_callback<bool>();
   exists_async(key, std::move(done), options);
   return wait_for(std::move(future), effective(*impl_, options));

@@ -16,11 +16,25 @@ struct client::impl {
   std::unique_ptr<node_host> host;
   client_options options;
   std::string address;
+  /// The owner's shm socket, when this client reaches it through shared
+  /// memory: synchronous calls then go through the calling thread's own
+  /// direct channel (see direct_call).
+  std::string shm_address;
+  /// Lives as long as the client: threads' direct channels check it.
+  std::shared_ptr<int> alive = std::make_shared<int>(0);
 
   /// Connects through `hub` when given (in-process clusters), else TCP.
   static result<std::unique_ptr<client>> connect_with(const std::string& address,
                                                       client_options options,
                                                       std::shared_ptr<transport::inproc_hub> hub);
 };
+
+/// A synchronous request from the calling thread straight to the owner
+/// through that thread's own shm channel (opened on first use), with no
+/// hand-off to the client node's threads. Nothing when the direct path is
+/// not available (no shm, or the channel could not be opened): then the
+/// caller goes the usual way.
+std::optional<result<wire::message>> direct_call(client::impl& c, const wire::body& request,
+                                                 const shared_bytes& payload, std::chrono::milliseconds timeout);
 
 }  // namespace sluice

@@ -417,6 +417,21 @@ result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limit
   return decode(inbound_frame{std::move(envelope).freeze(), std::move(payload)});
 }
 
+std::optional<std::uint64_t> peek_reply_to(const shared_bytes& envelope) {
+  if (envelope.size() % 8 != 0 || reinterpret_cast<std::uintptr_t>(envelope.data()) % 8 != 0) return std::nullopt;
+  kj::ArrayPtr<const capnp::word> words{reinterpret_cast<const capnp::word*>(envelope.data()),
+                                        envelope.size() / sizeof(capnp::word)};
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = words.size() * 4 + 64;
+  options.nestingLimit = 16;
+  try {
+    capnp::FlatArrayMessageReader reader{words, options};
+    return reader.getRoot<s::Envelope>().getReplyTo();
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
 byte_buffer flatten(const outbound_frame& frame) {
   auto out = byte_buffer::allocate(frame.size());
   if (!frame.head.empty()) std::memcpy(out.data(), frame.head.data(), frame.head.size());

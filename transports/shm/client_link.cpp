@@ -43,7 +43,9 @@ struct lease_hold {
   std::uint64_t lease;
 };
 
-result<void> map_segments(client_link& c, const greeting& g) {
+result<void> map_segments(client_link& c, const greeting& g, std::shared_ptr<const segment_list> mapped) {
+  if (mapped && mapped->size() != g.segment_bytes.size()) mapped.reset();
+  auto fresh = std::make_shared<segment_list>();
   std::size_t index = 0;
   while (index < g.segment_bytes.size()) {
     std::uint32_t count = 0;
@@ -53,17 +55,19 @@ result<void> map_segments(client_link& c, const greeting& g) {
       return fail(errc::protocol, "malformed pool segment message from the owner");
     }
     for (std::uint32_t i = 0; i < count; ++i, ++index) {
+      if (mapped) continue;  // the descriptor closes with the batch
       auto seg = segment::attach(batch->fds[i].release(), g.segment_bytes[index], access_mode::read_write);
       if (!seg) return seg.error();
-      c.segments.push_back(std::move(*seg));
+      fresh->push_back(std::move(*seg));
     }
   }
+  c.segments = mapped ? std::move(mapped) : std::shared_ptr<const segment_list>{std::move(fresh)};
   return {};
 }
 
 }  // namespace
 
-result<void> take_greeting(client_link& c) {
+result<void> take_greeting(client_link& c, std::shared_ptr<const segment_list> mapped) {
   std::vector<std::byte> buffer(greeting_bytes_max);
   auto msg = c.socket.receive(buffer, 2);
   if (!msg) return msg.error();
@@ -79,7 +83,7 @@ result<void> take_greeting(client_link& c) {
   if (!responses || !requests) return fail(errc::protocol, "the owner's rings do not attach");
   c.responses.emplace(std::move(*responses));
   c.requests.emplace(std::move(*requests));
-  return map_segments(c, *g);
+  return map_segments(c, *g, std::move(mapped));
 }
 
 result<wire::inbound_frame> take_record(const std::shared_ptr<client_link>& c,
@@ -128,8 +132,8 @@ void flush_releases(client_link& c) {
 }
 
 std::optional<std::span<std::byte>> resolve_in(const client_link& c, const region& r) {
-  if (r.segment >= c.segments.size()) return std::nullopt;
-  auto& seg = *c.segments[r.segment];
+  if (!c.segments || r.segment >= c.segments->size()) return std::nullopt;
+  auto& seg = *(*c.segments)[r.segment];
   if (r.offset > seg.size_bytes() || r.length > seg.size_bytes() - r.offset) return std::nullopt;
   return std::span<std::byte>{seg.base() + r.offset, r.length};
 }

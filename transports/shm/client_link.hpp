@@ -22,13 +22,17 @@
 
 namespace sluice::transport::shm {
 
+/// The owner's pool as mapped in this process; shared by every link of
+/// the process to that owner, so one region has one address.
+using segment_list = std::vector<std::unique_ptr<segment>>;
+
 struct client_link {
   link_id id = 0;
   std::string address;
   unix_socket socket;
   std::unique_ptr<channel_memory> memory;
   unique_fd doorbell;
-  std::vector<std::unique_ptr<segment>> segments;
+  std::shared_ptr<const segment_list> segments;
   std::optional<ring> responses;  // consumer: one thread only
 
   std::mutex send_mutex;
@@ -46,8 +50,10 @@ struct client_link {
   explicit client_link(unix_socket s) : socket(std::move(s)) {}
 };
 
-/// Receives the owner's greeting and maps the channel and every segment.
-result<void> take_greeting(client_link& c);
+/// Receives the owner's greeting and maps the channel and every segment —
+/// or, with `mapped`, takes those mappings instead of making new ones
+/// (the owner's segments arrive again and are closed unmapped).
+result<void> take_greeting(client_link& c, std::shared_ptr<const segment_list> mapped = {});
 
 /// A record from the response ring as a frame; a payload by reference
 /// becomes a view of the pool that holds the lease (and `c`) until the

@@ -157,6 +157,11 @@ std::optional<shm_client::mapped_region> shm_client::map_region(const region& r)
   return mapped_region{c, *bytes};
 }
 
+std::shared_ptr<const shm::segment_list> shm_client::segments() const {
+  std::lock_guard guard{const_cast<std::mutex&>(mutex_)};
+  return current_ ? current_->segments : nullptr;
+}
+
 bool shm_client::connected() const {
   std::shared_ptr<connection> c;
   {

@@ -68,6 +68,9 @@ class shm_client final : public transport {
   /// Whether a link to the owner is up now.
   bool connected() const;
 
+  /// The owner's pool as this process mapped it, while a link is up.
+  std::shared_ptr<const shm::segment_list> segments() const;
+
  private:
   using connection = shm::client_link;
   void read_loop(std::shared_ptr<connection> c);
