@@ -1,5 +1,7 @@
 #include "sluice/client.hpp"
 
+#include <cstring>
+
 #include <caf/send.hpp>
 
 #include "actors/client/client.hpp"
@@ -11,6 +13,10 @@
 
 namespace sluice {
 namespace {
+
+/// Values at least this large are put by reserving pool memory and
+/// copying once into it, rather than through the request ring.
+constexpr std::size_t copy_once_bytes_min = 256 * 1024;
 
 /// A synchronous call waits this much longer than its own deadline before
 /// giving up on the node, so the node's timeout error normally wins.
@@ -214,6 +220,15 @@ std::future<result<value>> client::get_async(std::string_view key, call_options 
 result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
                                   call_options options) {
   if (auto ok = check_key(key); !ok) return ok.error();
+  if (bytes.size() >= copy_once_bytes_min && !impl_->shm_address.empty()) {
+    // Large: one copy, into the pool; two round trips cost less than
+    // three copies of the value would.
+    auto w = reserve(key, bytes.size(), options);
+    if (w && w->bytes().size() == bytes.size()) {
+      std::memcpy(w->bytes().data(), bytes.data(), bytes.size());
+      return w->commit(options);
+    }
+  }
   // The caller waits anyway: the request is sent from its own thread, and
   // the bytes go straight from its buffer into the ring (one copy).
   shared_bytes payload{nullptr, bytes};
@@ -372,6 +387,17 @@ std::vector<result<std::uint64_t>> client::put_batch(
   out.reserve(items.size());
   for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
   return out;
+}
+
+result<std::size_t> client::get_into(std::string_view key, std::span<std::byte> out, call_options options) {
+  auto v = get(key, options);
+  if (!v) return std::move(v).error();
+  if (v->size() > out.size()) {
+    return fail(errc::invalid_argument, "the value is " + std::to_string(v->size()) +
+                                            " bytes; the buffer holds " + std::to_string(out.size()));
+  }
+  if (!v->empty()) std::memcpy(out.data(), v->data(), v->size());
+  return v->size();
 }
 
 std::vector<result<value>> client::get_batch(std::span<const std::string_view> keys, call_options options) {

@@ -210,3 +210,28 @@ TEST_CASE("kv: batches put and get many keys with a result each") {
   for (int i = 0; i < 50; ++i) CHECK(got[static_cast<std::size_t>(i)].value().str() == values[static_cast<std::size_t>(i)]);
   CHECK(got[50].code() == sluice::errc::not_found);
 }
+
+TEST_CASE("kv: get_into copies into the caller's buffer and says when it is too small") {
+  auto cluster = start_cluster();
+  for (auto t : {sluice::client_transport::shared_memory, sluice::client_transport::tcp}) {
+    auto kv = connect(cluster->client_address(), t);
+    REQUIRE(kv->put("k", "twelve bytes").ok());
+    std::vector<std::byte> out(64);
+    auto n = kv->get_into("k", out);
+    REQUIRE(n.ok());
+    CHECK(*n == 12);
+    CHECK(std::memcmp(out.data(), "twelve bytes", 12) == 0);
+    std::vector<std::byte> small(4);
+    CHECK(kv->get_into("k", small).code() == sluice::errc::invalid_argument);
+    CHECK(kv->get_into("missing", out).code() == sluice::errc::not_found);
+  }
+}
+
+TEST_CASE("shm client: a large put from a buffer lands in the pool and reads back whole") {
+  auto cluster = start_cluster();
+  auto kv = connect(cluster->client_address(), sluice::client_transport::shared_memory);
+  std::string big(3 << 20, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+  REQUIRE(kv->put("big", big).ok());
+  CHECK(kv->get("big").value().str() == big);
+}

@@ -104,7 +104,8 @@ class client {
   client& operator=(const client&) = delete;
 
   /// Stores `bytes` under `key`; returns the new version. The last
-  /// committed version of a key wins.
+  /// committed version of a key wins. On the owner's host a large value
+  /// is copied once, straight into the owner's pool.
   result<std::uint64_t> put(std::string_view key, std::span<const std::byte> bytes,
                             call_options options = {});
   result<std::uint64_t> put(std::string_view key, std::string_view text, call_options options = {});
@@ -128,6 +129,11 @@ class client {
   /// copy: it stays valid, unchanged, while it lives, even if the key is
   /// overwritten or removed meanwhile.
   result<value> get(std::string_view key, call_options options = {});
+
+  /// Copies the latest committed version of `key` into `out` and returns
+  /// its size. Fails with invalid_argument (naming the size needed) when
+  /// `out` is too small, and like get() otherwise.
+  result<std::size_t> get_into(std::string_view key, std::span<std::byte> out, call_options options = {});
 
   /// Several gets at once, pipelined; one result per key, in order.
   std::vector<result<value>> get_batch(std::span<const std::string_view> keys, call_options options = {});
