@@ -28,7 +28,7 @@ void fast_index::clear() {
 
 std::optional<fast_index::entry> fast_index::find(std::string_view key) const {
   std::lock_guard guard{mutex_};
-  auto it = entries_.find(std::string{key});
+  auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }

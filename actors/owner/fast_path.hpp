@@ -63,8 +63,14 @@ class fast_index {
   std::size_t size() const;
 
  private:
+  /// Lets find() look a string_view up without building a string.
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const noexcept { return std::hash<std::string_view>{}(key); }
+  };
+
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, entry> entries_;
+  std::unordered_map<std::string, entry, key_hash, std::equal_to<>> entries_;
   std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
 };
 

@@ -57,9 +57,7 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   env.deadline_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count());
   env.body = request;
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto frame = e.channel->call(wire::encode(env, payload), env.request_id, deadline);
-  if (!frame) return result<wire::message>{std::move(frame).error()};
-  auto msg = wire::decode(std::move(*frame));
+  auto msg = e.channel->call(wire::encode(env, payload), env.request_id, deadline);
   if (!msg) return result<wire::message>{std::move(msg).error()};
   if (auto* err = std::get_if<wire::error_reply>(&msg->env.body)) {
     return result<wire::message>{error{err->code, err->message}};

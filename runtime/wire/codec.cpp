@@ -312,7 +312,11 @@ std::size_t segment_table_words(std::size_t segment_count) {
 }  // namespace
 
 outbound_frame encode(const envelope& env, shared_bytes payload) {
-  capnp::MallocMessageBuilder builder{128};
+  // Most envelopes fit in a first segment on the stack: no heap for the
+  // builder on the hot path (it grows onto the heap when one does not).
+  alignas(8) capnp::word scratch[128];
+  std::memset(scratch, 0, sizeof scratch);
+  capnp::MallocMessageBuilder builder{kj::arrayPtr(scratch, 128)};
   auto root = builder.initRoot<s::Envelope>();
   root.setRequestId(env.request_id);
   root.setReplyTo(env.reply_to);
@@ -415,21 +419,6 @@ result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limit
   std::memcpy(envelope.data(), bytes.data() + frame_header_bytes, header->envelope_bytes);
   auto payload = shared_bytes::copy_of(bytes.subspan(frame_header_bytes + header->envelope_bytes));
   return decode(inbound_frame{std::move(envelope).freeze(), std::move(payload)});
-}
-
-std::optional<std::uint64_t> peek_reply_to(const shared_bytes& envelope) {
-  if (envelope.size() % 8 != 0 || reinterpret_cast<std::uintptr_t>(envelope.data()) % 8 != 0) return std::nullopt;
-  kj::ArrayPtr<const capnp::word> words{reinterpret_cast<const capnp::word*>(envelope.data()),
-                                        envelope.size() / sizeof(capnp::word)};
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = words.size() * 4 + 64;
-  options.nestingLimit = 16;
-  try {
-    capnp::FlatArrayMessageReader reader{words, options};
-    return reader.getRoot<s::Envelope>().getReplyTo();
-  } catch (const kj::Exception&) {
-    return std::nullopt;
-  }
 }
 
 byte_buffer flatten(const outbound_frame& frame) {

@@ -27,10 +27,6 @@ result<message> decode(inbound_frame frame);
 /// and the payload into its own buffer.
 result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limits& limits);
 
-/// The reply_to field of an encoded envelope, without decoding the rest;
-/// nothing when the envelope is malformed.
-std::optional<std::uint64_t> peek_reply_to(const shared_bytes& envelope);
-
 /// Concatenates an outbound frame into one buffer (tests and tools).
 byte_buffer flatten(const outbound_frame& frame);
 

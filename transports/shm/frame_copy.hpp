@@ -42,10 +42,9 @@ inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> recor
   }
   auto envelope = byte_buffer::allocate(header->envelope_bytes);
   std::memcpy(envelope.data(), body.data(), header->envelope_bytes);
+  if (header->payload_bytes == 0) return wire::inbound_frame{std::move(envelope).freeze(), shared_bytes{}};
   auto payload = byte_buffer::allocate(header->payload_bytes);
-  if (header->payload_bytes != 0) {
-    std::memcpy(payload.data(), body.data() + header->envelope_bytes, header->payload_bytes);
-  }
+  std::memcpy(payload.data(), body.data() + header->envelope_bytes, header->payload_bytes);
   return wire::inbound_frame{std::move(envelope).freeze(), std::move(payload).freeze()};
 }
 

@@ -34,8 +34,8 @@ error shm_direct::broken(errc code, std::string why) {
   return error{code, std::move(why)};
 }
 
-result<wire::inbound_frame> shm_direct::call(const wire::outbound_frame& request, std::uint64_t request_id,
-                                             std::chrono::steady_clock::time_point deadline) {
+result<wire::message> shm_direct::call(const wire::outbound_frame& request, std::uint64_t request_id,
+                                       std::chrono::steady_clock::time_point deadline) {
   if (!usable_) return fail(errc::unavailable, "the direct shm channel is closed");
   {
     std::lock_guard guard{link_->send_mutex};
@@ -48,8 +48,8 @@ result<wire::inbound_frame> shm_direct::call(const wire::outbound_frame& request
   return wait_for(request_id, deadline);
 }
 
-result<wire::inbound_frame> shm_direct::wait_for(std::uint64_t request_id,
-                                                 std::chrono::steady_clock::time_point deadline) {
+result<wire::message> shm_direct::wait_for(std::uint64_t request_id,
+                                           std::chrono::steady_clock::time_point deadline) {
   auto& responses = *link_->responses;
   while (true) {
     // A nap at most, so a vanished owner is noticed while we wait.
@@ -68,9 +68,10 @@ result<wire::inbound_frame> shm_direct::wait_for(std::uint64_t request_id,
     responses.pop();
     shm::notify_producer(responses);
     if (!frame) return broken(frame.code(), frame.error().message());
+    auto msg = wire::decode(std::move(*frame));
+    if (!msg) return broken(msg.code(), msg.error().message());
     // The owner's hello and answers to calls that timed out are skipped.
-    auto reply_to = wire::peek_reply_to(frame->envelope);
-    if (reply_to && *reply_to == request_id) return frame;
+    if (msg->env.reply_to == request_id) return msg;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "runtime/node_id.hpp"
+#include "runtime/wire/messages.hpp"
 #include "transports/shm/client_link.hpp"
 #include "transports/shm/waiter.hpp"
 #include "transports/transport.hpp"
@@ -37,10 +38,11 @@ class shm_direct {
   shm_direct& operator=(const shm_direct&) = delete;
 
   /// Sends `request` (whose envelope carries `request_id`) and returns the
-  /// frame that answers it, or `timeout` at `deadline`, `unavailable`
-  /// when the owner went away (the channel is then broken for good).
-  result<wire::inbound_frame> call(const wire::outbound_frame& request, std::uint64_t request_id,
-                                   std::chrono::steady_clock::time_point deadline);
+  /// decoded message that answers it, or `timeout` at `deadline`,
+  /// `unavailable` when the owner went away (the channel is then broken
+  /// for good).
+  result<wire::message> call(const wire::outbound_frame& request, std::uint64_t request_id,
+                             std::chrono::steady_clock::time_point deadline);
 
   /// False once the owner went away or the channel broke.
   bool usable() const noexcept { return usable_; }
@@ -48,7 +50,7 @@ class shm_direct {
  private:
   explicit shm_direct(std::shared_ptr<shm::client_link> link, transport_limits limits, shm::waiter_config w)
       : link_(std::move(link)), limits_(limits), waiter_(w) {}
-  result<wire::inbound_frame> wait_for(std::uint64_t request_id, std::chrono::steady_clock::time_point deadline);
+  result<wire::message> wait_for(std::uint64_t request_id, std::chrono::steady_clock::time_point deadline);
   error broken(errc code, std::string why);
 
   std::shared_ptr<shm::client_link> link_;

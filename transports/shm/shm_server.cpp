@@ -24,6 +24,8 @@ constexpr int records_per_turn = 64;
 /// Spin iterations between two non-blocking looks at the sockets, so new
 /// clients and closed ones are noticed while the poller is busy.
 constexpr int spins_per_event_check = 256;
+/// Idle spin iterations between two reads of the clock.
+constexpr int spins_per_clock_read = 64;
 
 void add_to_epoll(int epoll_fd, int fd, std::uint64_t key, std::uint32_t events) {
   epoll_event ev{};
@@ -62,6 +64,7 @@ struct shm_server::client {
   std::uint64_t next_lease = 1;  // under send_mutex
 
   std::atomic<bool> close_requested{false};
+  std::atomic<bool> has_overflow{false};  // overflow is not empty
   bool greeted = false;  // poller only: a first frame went to the sink
 
   explicit client(shm::unix_socket s) : socket(std::move(s)) {}
@@ -171,6 +174,7 @@ result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
   }
   c->overflow_bytes += frame.size();
   c->overflow.push_back(std::move(frame));
+  c->has_overflow.store(true, std::memory_order_release);
   wake();
   return {};
 }
@@ -204,33 +208,46 @@ void shm_server::shutdown() {
 void shm_server::run() {
   auto idle_since = std::chrono::steady_clock::now();
   int spins = 0;
+  int idle_spins = 0;
   while (!stopping_) {
     if (serve_all()) {
-      idle_since = std::chrono::steady_clock::now();
+      idle_spins = 0;
       if (++spins % spins_per_event_check == 0) handle_events(0);
       continue;
     }
-    if (std::chrono::steady_clock::now() - idle_since < options_.spin) {
-      cpu_relax();
-      if (++spins % spins_per_event_check == 0) handle_events(0);
-      continue;
+    // The clock is read now and then only: a spin must stay cheap, it is
+    // what a request waits for.
+    if (idle_spins++ % spins_per_clock_read == 0) {
+      auto now = std::chrono::steady_clock::now();
+      if (idle_spins == 1) idle_since = now;
+      if (now - idle_since >= options_.spin) {
+        sleep_until_work();
+        idle_spins = 0;
+        continue;
+      }
     }
-    sleep_until_work();
-    idle_since = std::chrono::steady_clock::now();
+    cpu_relax();
+    if (++spins % spins_per_event_check == 0) handle_events(0);
   }
 }
 
 bool shm_server::serve_all() {
   bool progress = false;
-  // A copy: drop() edits active_.
-  auto clients = active_;
-  for (auto& c : clients) {
+  bool closing = false;
+  for (auto& c : active_) {
     if (c->close_requested) {
-      drop(c, error{errc::aborted, "closed locally"});
+      closing = true;
       continue;
     }
     progress |= drain(*c);
-    progress |= flush(*c);
+    if (c->has_overflow.load(std::memory_order_acquire)) progress |= flush(*c);
+  }
+  if (closing) {
+    std::vector<client_ptr> gone;
+    for (auto& c : active_) {
+      if (c->close_requested) gone.push_back(c);
+    }
+    for (auto& c : gone) drop(c, error{errc::aborted, "closed locally"});
   }
   return progress;
 }
@@ -266,6 +283,7 @@ bool shm_server::drain(client& c) {
         } else if (!c.closed) {
           c.overflow_bytes += reply->size();
           c.overflow.push_back(std::move(*reply));
+          c.has_overflow.store(true, std::memory_order_release);
         }
         continue;
       }
@@ -293,6 +311,7 @@ bool shm_server::flush(client& c) {
     c.overflow.pop_front();
     any = true;
   }
+  if (c.overflow.empty()) c.has_overflow.store(false, std::memory_order_release);
   if (any) shm::notify_consumer(*c.responses);
   return any;
 }
