@@ -50,4 +50,21 @@ result<void> sim_store::sync() {
   return {};
 }
 
+result<void> sim_store::scan(std::string_view prefix,
+                             const std::function<void(std::string_view, std::string_view)>& visit) {
+  // What this process sees: the durable state with its unsynced writes on top.
+  std::map<std::string, std::string, std::less<>> view = disk_.durable;
+  for (auto& [key, value] : disk_.unsynced) {
+    if (value) {
+      view.insert_or_assign(key, *value);
+    } else {
+      view.erase(key);
+    }
+  }
+  for (auto it = view.lower_bound(prefix); it != view.end() && it->first.starts_with(prefix); ++it) {
+    visit(it->first, it->second);
+  }
+  return {};
+}
+
 }  // namespace sluice::sim

@@ -39,6 +39,8 @@ class sim_store final : public durable_store {
   result<void> put(std::string_view key, std::string_view value) override;
   result<void> erase(std::string_view key) override;
   result<void> sync() override;
+  result<void> scan(std::string_view prefix,
+                    const std::function<void(std::string_view, std::string_view)>& visit) override;
 
  private:
   sim_disk& disk_;

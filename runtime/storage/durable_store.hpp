@@ -9,6 +9,7 @@
 // those, at most a prefix in write order). Single-threaded.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -27,6 +28,10 @@ class durable_store {
   virtual result<void> erase(std::string_view key) = 0;
   /// Makes every earlier write durable.
   virtual result<void> sync() = 0;
+  /// Calls `visit` for every key that starts with `prefix`, in key order,
+  /// as this store sees them (its own unsynced writes included).
+  virtual result<void> scan(std::string_view prefix,
+                            const std::function<void(std::string_view key, std::string_view value)>& visit) = 0;
 };
 
 /// Keeps everything in process memory: durable for the life of the
@@ -47,6 +52,13 @@ class memory_durable_store final : public durable_store {
     return {};
   }
   result<void> sync() override { return {}; }
+  result<void> scan(std::string_view prefix,
+                    const std::function<void(std::string_view, std::string_view)>& visit) override {
+    for (auto it = values_.lower_bound(prefix); it != values_.end() && it->first.starts_with(prefix); ++it) {
+      visit(it->first, it->second);
+    }
+    return {};
+  }
 
  private:
   std::map<std::string, std::string, std::less<>> values_;
