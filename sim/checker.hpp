@@ -8,10 +8,11 @@
 //  - never a value whose put was acknowledged before an acknowledged
 //    remove began (acknowledged deletes stay deleted);
 //  - never an older version once a newer put was acknowledged, unless the
-//    master restarted in between (it keeps its directory in memory);
+//    master restarted in between without its storage (the directory and
+//    the version counter persist; a wiped disk loses them);
 //  - not_found for a key with an acknowledged put only when a remove
-//    may have intervened or a node crashed since (values live in owner
-//    memory: a crash may lose them).
+//    may have intervened, an owner crashed since (values live in owner
+//    memory: a crash may lose them) or the master lost its storage.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +56,11 @@ class checker {
                  const result<std::pair<std::uint64_t, shared_bytes>>& r);
   void exists_ended(const std::string& key, sim_time start, sim_time end, const result<bool>& r);
 
-  void master_crashed(sim_time at) { master_crashes_.push_back(at); }
+  /// The master crashed; it comes back without its durable state when
+  /// `storage_lost`. A crash that keeps the storage excuses nothing.
+  void master_crashed(sim_time at, bool storage_lost) {
+    if (storage_lost) master_crashes_.push_back(at);
+  }
   void owner_crashed(sim_time at) { owner_crashes_.push_back(at); }
 
   // --- verdict ---------------------------------------------------------------
@@ -94,7 +99,7 @@ class checker {
                     const char* what);
 
   std::map<std::string, history> keys_;
-  std::vector<sim_time> master_crashes_;
+  std::vector<sim_time> master_crashes_;  // those that lost the master's storage
   std::vector<sim_time> owner_crashes_;
   std::vector<std::string> violations_;
   counts stats_;

@@ -42,10 +42,10 @@ class fault_driver {
   void crash_and_restart(int node, sim_duration down_max) {
     if (!world_.alive(node)) return;
     auto kind = world_.kind_of(node);
-    if (kind == node_kind::owner) checker_.owner_crashed(world_.now());
-    if (kind == node_kind::master) checker_.master_crashed(world_.now());
-    world_.crash(node);
     auto wipe = world_.fault_rng().chance(world_.config().faults.wipe_on_restart_pm, 1000);
+    if (kind == node_kind::owner) checker_.owner_crashed(world_.now());
+    if (kind == node_kind::master) checker_.master_crashed(world_.now(), wipe);
+    world_.crash(node);
     auto back = world_.now() + draw_between(world_.fault_rng(), 100ms, down_max);
     world_.at(back, [this, node, wipe] {
       if (!world_.alive(node)) world_.restart(node, wipe);
@@ -108,6 +108,7 @@ run_report run_seed(const run_options& options) {
   cfg.faults = fault_plan::make(options.faults, shape);
   cfg.keep_trace = options.keep_trace;
   cfg.make_store = options.make_store;
+  cfg.master_forgets = options.master_forgets;
   if (options.faults == fault_level::swarm) {
     // Swarm: each seed also draws the cluster's shape.
     cfg.owners = 1 + static_cast<int>(shape.uniform(8));

@@ -25,6 +25,8 @@ struct run_options {
   bool keep_trace = false;
   /// Broken owner stores for tests of the checker itself.
   store_factory make_store;
+  /// A broken master that forgets its directory when it restarts.
+  bool master_forgets = false;
 };
 
 struct run_report {

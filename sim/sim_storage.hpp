@@ -39,6 +39,7 @@ class sim_store final : public durable_store {
   result<void> put(std::string_view key, std::string_view value) override;
   result<void> erase(std::string_view key) override;
   result<void> sync() override;
+  void discard() override { disk_.unsynced.clear(); }
   result<void> scan(std::string_view prefix,
                     const std::function<void(std::string_view, std::string_view)>& visit) override;
 

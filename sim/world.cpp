@@ -14,6 +14,7 @@
 #include "actors/common/actor_sink.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/storage/identity.hpp"
 #include "sim/sim_transport.hpp"
 #include "transports/network.hpp"
@@ -136,8 +137,11 @@ void world::start(int index) {
     case node_kind::master: {
       me.node_role = role::master;
       auto seed = rng{config_.seed}.fork(100 + n.incarnation).next();
-      n.actor = caf::actor_cast<caf::actor>(
-          spawn_master(*n.system, master_deps{me, cfg.master, n.net.get(), faults_.get(), seed}));
+      auto master = spawn_master(*n.system, master_deps{me, cfg.master, n.net.get(), faults_.get(),
+                                                        config_.master_forgets ? nullptr : n.store.get(), seed});
+      // The simulated disk holds only what the master wrote: it can't be corrupt.
+      SLUICE_ASSERT(master.ok());
+      n.actor = caf::actor_cast<caf::actor>(*master);
       break;
     }
     case node_kind::owner: {
@@ -149,7 +153,8 @@ void world::start(int index) {
         return serve_fast(*fast, self, frame, now_);
       });
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store, fast}));
+          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store,
+                                             identity_rng_.next(), fast}));
       break;
     }
     case node_kind::client: {

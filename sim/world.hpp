@@ -40,6 +40,9 @@ struct world_config {
   /// Keep a description of every trace event (for --check-determinism).
   bool keep_trace = false;
   store_factory make_store;  ///< empty: memory_store
+  /// A broken master that keeps nothing across restarts (for tests of the
+  /// checker itself).
+  bool master_forgets = false;
 };
 
 enum class node_kind { master, owner, client };

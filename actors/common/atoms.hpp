@@ -29,6 +29,9 @@ using reconnect_atom = caf::atom_constant<caf::atom("reconnect")>;
 using api_atom = caf::atom_constant<caf::atom("api")>;
 /// Continue work that waited for something: (resume_atom, id).
 using resume_atom = caf::atom_constant<caf::atom("resume")>;
+/// Make what the role changed durable, then send what waited for it:
+/// (sync_atom).
+using sync_atom = caf::atom_constant<caf::atom("sync")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

@@ -110,6 +110,26 @@ std::optional<object_entry> directory::remove(const std::string& key) {
   return entry;
 }
 
+void directory::restore(std::string key, object_entry entry) {
+  auto& u = usage_[entry.holder];
+  u.objects += 1;
+  u.bytes += entry.size;
+  next_version_ = std::max(next_version_, entry.version + 1);
+  auto [it, inserted] = objects_.insert_or_assign(std::move(key), entry);
+  SLUICE_ASSERT(inserted);
+}
+
+std::vector<std::string> directory::remove_holder(node_id holder) {
+  std::vector<std::string> out;
+  for (auto& [key, entry] : objects_) {
+    if (entry.holder == holder) out.push_back(key);
+  }
+  // Deterministic order for whoever acts on the list.
+  std::sort(out.begin(), out.end());
+  for (auto& key : out) remove(key);
+  return out;
+}
+
 directory::holder_usage directory::usage_of(node_id holder) const {
   auto it = usage_.find(holder);
   return it == usage_.end() ? holder_usage{} : it->second;

@@ -13,6 +13,7 @@
 //     after it, however late its commit arrives.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -72,6 +73,19 @@ class directory {
   std::vector<stale_version> expire(clock_time now);
 
   const object_entry* find(const std::string& key) const;
+
+  /// Puts back a committed version read from durable storage.
+  void restore(std::string key, object_entry entry);
+
+  /// Removes every committed version `holder` holds (it lost them);
+  /// returns their keys.
+  std::vector<std::string> remove_holder(node_id holder);
+
+  /// The version the next put gets.
+  std::uint64_t next_version() const noexcept { return next_version_; }
+  /// Versions below `floor` are never handed out again (they may have
+  /// been, by an earlier life of the master).
+  void skip_versions_below(std::uint64_t floor) { next_version_ = std::max(next_version_, floor); }
 
   /// Removes the key's committed version; returns it when there was one.
   std::optional<object_entry> remove(const std::string& key);

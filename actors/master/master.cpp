@@ -7,6 +7,7 @@
 #include "runtime/overloaded.hpp"
 #include "actors/master/directory.hpp"
 #include "actors/master/membership.hpp"
+#include "actors/master/persistence.hpp"
 #include "actors/master/placement.hpp"
 #include "runtime/units.hpp"
 
@@ -15,18 +16,36 @@ namespace {
 
 using master::directory;
 using master::membership;
+using master::persistence;
 
 /// Pending puts get this long beyond their own deadline to commit.
 constexpr std::chrono::seconds pending_grace{2};
 /// How long an owner has to answer an invalidation before it is declared
 /// down (and then its lease is waited out).
 constexpr std::chrono::seconds invalidate_timeout{2};
+/// How long the master waits before it tries again a sync its store
+/// refused for now.
+constexpr std::chrono::milliseconds sync_retry{20};
+
+/// What the master starts from: its durable state, read before the actor
+/// runs.
+struct boot_state {
+  directory dir;
+  std::vector<master::member> members;
+};
 
 struct master_state {
   std::optional<endpoint> ep;
   master_section cfg;
   membership members;
   directory dir;
+  std::optional<persistence> journal;
+  /// Sends that depend on changes not yet durable, in order; they go out
+  /// after the next successful sync.
+  std::vector<std::function<void()>> held;
+  bool sync_queued = false;
+  /// The store refused the last sync; said once per streak.
+  bool sync_warned = false;
   std::optional<rng> random;
   /// Work waiting for an owner's lease to run out, by id.
   std::map<std::uint64_t, std::function<void()>> waiting;
@@ -38,6 +57,81 @@ using self_ptr = master_actor::stateful_pointer<master_state>;
 
 std::string describe_owner(const master::member& m) {
   return "owner '" + m.name + "' (" + m.id.to_string() + ")";
+}
+
+// --- durability -------------------------------------------------------------
+//
+// The master answers nothing that depends on a change before that change
+// is durable: while changes wait for a sync, every reply and every drop
+// it would send waits with them. The sync runs once the mailbox holds
+// nothing older than it, so a burst of requests shares one (group commit).
+
+/// Call after changing durable state.
+void changed(self_ptr self) {
+  auto& st = self->state;
+  if (!st.journal->dirty() || st.sync_queued) return;
+  st.sync_queued = true;
+  self->send(self, sync_atom::value);
+}
+
+/// Runs `send` now, or after the next sync when changes are waiting.
+void when_durable(self_ptr self, std::function<void()> send) {
+  auto& st = self->state;
+  if (!st.journal->dirty()) return send();
+  st.held.push_back(std::move(send));
+}
+
+void answer(self_ptr self, const request_context& ctx, wire::body body) {
+  when_durable(self, [self, ctx, body = std::move(body)]() mutable {
+    self->state.ep->reply(ctx, std::move(body));
+  });
+}
+
+void answer_error(self_ptr self, const request_context& ctx, error err) {
+  when_durable(self, [self, ctx, err = std::move(err)] { self->state.ep->reply_error(ctx, err); });
+}
+
+/// Starts the master's state over from what its store holds, as a
+/// restart would: members come back down until they register again.
+result<master::recovery_stats> load_state(self_ptr self) {
+  auto& st = self->state;
+  st.dir = directory{};
+  st.members = membership{};
+  std::vector<master::member> members;
+  auto stats = st.journal->load(st.dir, members);
+  if (!stats) return stats;
+  for (auto& m : members) st.members.restore(std::move(m), st.ep->now());
+  return stats;
+}
+
+void on_sync(self_ptr self) {
+  auto& st = self->state;
+  st.sync_queued = false;
+  auto ok = st.journal->sync();
+  if (!ok && ok.code() == errc::unavailable) {
+    // Nothing is lost yet: try again shortly; what waits keeps waiting.
+    if (!st.sync_warned) st.ep->log()->warn("the master's store refused a sync ({}); retrying", ok.error().to_string());
+    st.sync_warned = true;
+    st.sync_queued = true;
+    self->delayed_send(self, timer_delay(st.ep->faults(), sync_retry), sync_atom::value);
+    return;
+  }
+  if (!ok) {
+    // Changes the master made are lost: forget them, and everything that
+    // waited on them, and carry on from what is durable.
+    st.ep->log()->error("the master lost changes it could not persist ({}); reloading its durable state",
+                        ok.error().to_string());
+    st.journal->discard();
+    st.held.clear();
+    if (auto loaded = load_state(self); !loaded) {
+      st.ep->log()->critical("the master cannot reload its state: {}", loaded.error().to_string());
+      self->quit(caf::exit_reason::user_shutdown);
+    }
+    return;
+  }
+  st.sync_warned = false;
+  auto held = std::exchange(st.held, {});
+  for (auto& send : held) send();
 }
 
 /// An owner's fast index may answer for this long after it sent a
@@ -71,28 +165,61 @@ void after_lease(self_ptr self, node_id holder, std::function<void()> then) {
 /// Runs `then` once `holder` surely no longer answers gets of `key` from
 /// its fast index: it confirmed an invalidation, or its lease ran out.
 void when_not_served(self_ptr self, const std::string& key, node_id holder, std::function<void()> then) {
-  auto& st = self->state;
-  auto* m = st.members.find(holder);
-  if (m == nullptr) return then();
-  if (m->state != wire::member_state::up) return after_lease(self, holder, std::move(then));
-  auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
-  st.ep->request(m->link, wire::invalidate{key}, {}, deadline,
-                 [self, holder, then = std::move(then)](result<wire::message> reply) mutable {
-                   if (reply) return then();
-                   auto& st = self->state;
-                   if (st.members.mark_down(holder, "did not answer an invalidation")) {
-                     st.ep->log()->warn("{} down: did not answer an invalidation ({})",
-                                        describe_owner(*st.members.find(holder)), reply.error().to_string());
-                   }
-                   after_lease(self, holder, std::move(then));
-                 });
+  // Sent in order with what the master holds back until its next sync:
+  // an invalidation must not overtake the answer to a commit it follows.
+  when_durable(self, [self, key, holder, then = std::move(then)]() mutable {
+    auto& st = self->state;
+    auto* m = st.members.find(holder);
+    if (m == nullptr) return then();
+    if (m->state != wire::member_state::up) return after_lease(self, holder, std::move(then));
+    auto link = m->link;
+    auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
+    st.ep->request(link, wire::invalidate{key}, {}, deadline,
+                   [self, holder, then = std::move(then)](result<wire::message> reply) mutable {
+                     if (reply) return then();
+                     auto& st = self->state;
+                     if (st.members.mark_down(holder, "did not answer an invalidation")) {
+                       st.ep->log()->warn("{} down: did not answer an invalidation ({})",
+                                          describe_owner(*st.members.find(holder)), reply.error().to_string());
+                     }
+                     after_lease(self, holder, std::move(then));
+                   });
+  });
 }
 
 void tell_drop(self_ptr self, const master::stale_version& s) {
+  when_durable(self, [self, s] {
+    auto& st = self->state;
+    auto* m = st.members.find(s.holder);
+    if (m == nullptr || m->state != wire::member_state::up) return;  // it lost its data or will reconcile
+    st.ep->notify(m->link, wire::drop{s.key, s.version});
+  });
+}
+
+/// Forgets every object `holder` held: it lost them.
+void drop_holder(self_ptr self, node_id holder, const char* why) {
   auto& st = self->state;
-  auto* m = st.members.find(s.holder);
-  if (m == nullptr || m->state != wire::member_state::up) return;  // it lost its data or will reconcile
-  st.ep->notify(m->link, wire::drop{s.key, s.version});
+  auto keys = st.dir.remove_holder(holder);
+  for (auto& key : keys) st.journal->object_removed(key);
+  if (!keys.empty()) {
+    st.ep->log()->info("dropped {} objects of owner {}: {}", keys.size(), holder.to_string(), why);
+  }
+  changed(self);
+}
+
+/// A new owner took the name of member `old`, which is down: once the
+/// old one surely stopped serving, it and its objects are forgotten.
+void replace_member(self_ptr self, node_id old) {
+  after_lease(self, old, [self, old] {
+    auto& st = self->state;
+    auto* m = st.members.find(old);
+    if (m == nullptr || m->state == wire::member_state::up) return;  // it came back
+    st.ep->log()->info("{} was replaced by a new owner of that name; forgetting it", describe_owner(*m));
+    drop_holder(self, old, "replaced");
+    st.members.forget(old);
+    st.journal->member_forgotten(old);
+    changed(self);
+  });
 }
 
 wire::cluster_status_reply status_of(master_state& st) {
@@ -122,17 +249,34 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
                  const wire::register_owner& r) {
   auto& st = self->state;
   if (peer.peer_role != role::owner) {
-    st.ep->reply_error(ctx, error{errc::invalid_argument, "only owners register with the master"});
+    answer_error(self, ctx, error{errc::invalid_argument, "only owners register with the master"});
     return;
   }
-  if (!st.members.join(ctx.source, r.name, r.address, ctx.link, r.capacity_bytes, st.ep->now())) {
-    st.ep->reply_error(ctx, error{errc::overloaded, "the master's member table is full"});
+  const auto* known = st.members.find(ctx.source);
+  bool record = known == nullptr || known->incarnation != r.incarnation || known->name != r.name ||
+                known->address != r.address || known->capacity_bytes != r.capacity_bytes;
+  if (known != nullptr && known->incarnation != r.incarnation) {
+    // The same owner, started again: what it held is gone.
+    drop_holder(self, ctx.source, "it restarted");
+  }
+  std::vector<node_id> replaced;
+  for (auto& [id, m] : st.members.all()) {
+    if (id != ctx.source && m.name == r.name && m.state != wire::member_state::up) replaced.push_back(id);
+  }
+  for (auto id : replaced) replace_member(self, id);
+  if (!st.members.join(ctx.source, r.name, r.address, ctx.link, r.capacity_bytes, r.incarnation,
+                       st.ep->now())) {
+    answer_error(self, ctx, error{errc::overloaded, "the master's member table is full"});
     return;
+  }
+  if (record) {
+    st.journal->member_joined(*st.members.find(ctx.source));
+    changed(self);
   }
   st.ep->log()->info("owner '{}' ({}) up at {}, capacity {}", r.name, ctx.source.to_string(),
                      r.address, format_size(r.capacity_bytes));
   auto interval_us = static_cast<std::uint64_t>(st.cfg.heartbeat_interval.count());
-  st.ep->reply(ctx, wire::register_owner_reply{interval_us, lease_us(st.cfg)});
+  answer(self, ctx, wire::register_owner_reply{interval_us, lease_us(st.cfg)});
 }
 
 void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
@@ -147,30 +291,36 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     candidates.push_back({id, m->capacity_bytes > used ? m->capacity_bytes - used : 0});
   }
   if (candidates.empty()) {
-    st.ep->reply_error(ctx, error{errc::unavailable, "no owner is up"});
+    answer_error(self, ctx, error{errc::unavailable, "no owner is up"});
     return;
   }
   auto chosen = master::choose_owner(st.cfg.placement, p.preferred, candidates, p.size, *st.random);
   if (!chosen) {
-    st.ep->reply_error(ctx, error{errc::no_capacity, "no up owner has room for " + format_size(p.size)});
+    answer_error(self, ctx, error{errc::no_capacity, "no up owner has room for " + format_size(p.size)});
     return;
   }
   auto expires = ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace);
   auto version = st.dir.begin_put(p.key, p.size, *chosen, expires);
+  st.journal->versions_used(st.dir.next_version());
+  changed(self);
   auto* m = st.members.find(*chosen);
-  st.ep->reply(ctx, wire::place_reply{version, wire::replica{*chosen, m->address}});
+  answer(self, ctx, wire::place_reply{version, wire::replica{*chosen, m->address}});
 }
 
 void apply_commit(self_ptr self, const request_context& ctx, const wire::commit& c) {
   auto& st = self->state;
   auto outcome = st.dir.commit(c.key, c.version, ctx.source);
   if (!outcome) {
-    st.ep->reply_error(ctx, outcome.error());
+    answer_error(self, ctx, outcome.error());
     return;
   }
   bool current = !(outcome->stale && outcome->stale->version == c.version);
+  if (current) {
+    st.journal->object_committed(c.key, *st.dir.find(c.key));
+    changed(self);
+  }
   if (outcome->stale) tell_drop(self, *outcome->stale);
-  st.ep->reply(ctx, wire::commit_reply{current});
+  answer(self, ctx, wire::commit_reply{current});
 }
 
 /// Whether the holder of `entry` may still answer gets of its key from its
@@ -204,17 +354,17 @@ void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l)
   auto& st = self->state;
   auto* entry = st.dir.find(l.key);
   if (entry == nullptr) {
-    st.ep->reply_error(ctx, error{errc::not_found, "key has no committed version"});
+    answer_error(self, ctx, error{errc::not_found, "key has no committed version"});
     return;
   }
   auto* m = st.members.find(entry->holder);
   if (m == nullptr || m->state != wire::member_state::up) {
     std::string who = m ? describe_owner(*m) : "owner " + entry->holder.to_string();
-    st.ep->reply_error(ctx, error{errc::unavailable, "the key's only holder, " + who + ", is down"});
+    answer_error(self, ctx, error{errc::unavailable, "the key's only holder, " + who + ", is down"});
     return;
   }
   wire::locate_reply out{entry->version, entry->size, {wire::replica{m->id, m->address}}};
-  st.ep->reply(ctx, std::move(out));
+  answer(self, ctx, std::move(out));
 }
 
 void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r,
@@ -227,8 +377,12 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
     return;
   }
   auto removed = st.dir.remove(r.key);
-  if (removed) tell_drop(self, {removed->holder, r.key, removed->version});
-  st.ep->reply(ctx, wire::remove_key_reply{removed.has_value()});
+  if (removed) {
+    st.journal->object_removed(r.key);
+    changed(self);
+    tell_drop(self, {removed->holder, r.key, removed->version});
+  }
+  answer(self, ctx, wire::remove_key_reply{removed.has_value()});
 }
 
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
@@ -240,7 +394,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
             bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now());
-            st.ep->reply(ctx, wire::heartbeat_reply{known});
+            answer(self, ctx, wire::heartbeat_reply{known});
           },
           [&](const wire::place& p) { on_place(self, ctx, p); },
           [&](const wire::commit& c) { on_commit(self, ctx, c); },
@@ -252,9 +406,9 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           },
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
-          [&](const wire::cluster_status&) { st.ep->reply(ctx, status_of(st)); },
+          [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
           [&](const auto& other) {
-            st.ep->reply_error(ctx, error{errc::invalid_argument,
+            answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +
                                               std::string{wire::body_name(wire::body{other})} +
                                               "; send key-value requests to an owner"});
@@ -276,13 +430,20 @@ void on_tick(self_ptr self) {
   self->delayed_send(self, timer_delay(st.ep->faults(), interval), tick_atom::value);
 }
 
-master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
+master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
+                                            std::shared_ptr<boot_state> boot) {
   auto& st = self->state;
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);
+  st.journal.emplace(deps.store);
+  st.dir = std::move(boot->dir);
+  // Owners it knew are down until they register again; until then their
+  // leases may still run (they started before this master did).
+  for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());
+  boot.reset();
   self->delayed_send(self, st.cfg.heartbeat_interval, tick_atom::value);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
@@ -303,6 +464,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](tick_atom) { on_tick(self); },
+      [self](sync_atom) { on_sync(self); },
       [self](resume_atom, std::uint64_t id) {
         auto& st = self->state;
         auto it = st.waiting.find(id);
@@ -320,8 +482,19 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps) {
 
 }  // namespace
 
-master_actor spawn_master(caf::actor_system& sys, master_deps deps) {
-  return sys.spawn(master_behavior, std::move(deps));
+result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps, master_recovery* recovered) {
+  auto boot = std::make_shared<boot_state>();
+  auto started = std::chrono::steady_clock::now();
+  persistence journal{deps.store};
+  auto stats = journal.load(boot->dir, boot->members);
+  if (!stats) return stats.error();
+  if (recovered != nullptr) {
+    recovered->objects = stats->objects;
+    recovered->members = stats->members;
+    recovered->took =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
+  }
+  return sys.spawn(master_behavior, std::move(deps), std::move(boot));
 }
 
 }  // namespace sluice

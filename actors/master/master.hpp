@@ -2,6 +2,7 @@
 // directory, placement. It never touches payload bytes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 #include <caf/fwd.hpp>
@@ -9,11 +10,12 @@
 #include "actors/common/endpoint.hpp"
 #include "actors/common/node_actor.hpp"
 #include "runtime/config/node_config.hpp"
+#include "runtime/storage/durable_store.hpp"
 
 namespace sluice {
 
-using master_actor =
-    node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<resume_atom, std::uint64_t>>;
+using master_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<resume_atom, std::uint64_t>,
+                                        caf::reacts_to<sync_atom>>;
 
 struct master_deps {
   endpoint::identity identity;
@@ -22,9 +24,24 @@ struct master_deps {
   transport::transport* net = nullptr;
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
   fault_sites* faults = nullptr;
+  /// Where the directory and membership persist; null: nowhere (a
+  /// restart forgets the cluster). REQUIRES: outlives the actor.
+  durable_store* store = nullptr;
   std::uint64_t seed = 1;
 };
 
-master_actor spawn_master(caf::actor_system& sys, master_deps deps);
+/// What the master recovered from its store when it started.
+struct master_recovery {
+  std::uint64_t objects = 0;
+  std::uint64_t members = 0;
+  /// Wall time spent reading the store (not actor time: it happens
+  /// before the actor runs).
+  std::chrono::microseconds took{0};
+};
+
+/// Reads the master's durable state (when deps.store is set) and spawns
+/// it. Errors: the store's, or `internal` for a corrupt record.
+result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps,
+                                  master_recovery* recovered = nullptr);
 
 }  // namespace sluice

@@ -3,7 +3,8 @@
 namespace sluice::master {
 
 bool membership::join(node_id id, std::string name, std::string address,
-                      transport::link_id link, std::uint64_t capacity_bytes, clock_time now) {
+                      transport::link_id link, std::uint64_t capacity_bytes,
+                      std::uint64_t incarnation, clock_time now) {
   auto it = members_.find(id);
   if (it == members_.end()) {
     if (members_.size() >= max_members) return false;
@@ -16,9 +17,19 @@ bool membership::join(node_id id, std::string name, std::string address,
   m.link = link;
   m.state = wire::member_state::up;
   m.capacity_bytes = capacity_bytes;
+  m.incarnation = incarnation;
   m.last_heartbeat = now;
   m.down_reason.clear();
   return true;
+}
+
+void membership::restore(member m, clock_time now) {
+  m.link = 0;
+  m.state = wire::member_state::down;
+  m.down_reason = "not registered since the master restarted";
+  m.last_heartbeat = now;
+  auto id = m.id;
+  members_.insert_or_assign(id, std::move(m));
 }
 
 bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects,

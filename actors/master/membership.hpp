@@ -25,6 +25,8 @@ struct member {
   transport::link_id link = 0;
   wire::member_state state = wire::member_state::up;
   std::uint64_t capacity_bytes = 0;
+  /// Drawn by the owner process when it started (wire::register_owner).
+  std::uint64_t incarnation = 0;
   std::uint64_t used_bytes = 0;
   std::uint64_t reported_objects = 0;
   clock_time last_heartbeat;
@@ -39,7 +41,14 @@ class membership {
   /// Registers (or re-registers) an owner and marks it up. False when the
   /// member table is full and `id` is new.
   bool join(node_id id, std::string name, std::string address, transport::link_id link,
-            std::uint64_t capacity_bytes, clock_time now);
+            std::uint64_t capacity_bytes, std::uint64_t incarnation, clock_time now);
+
+  /// Puts back a member read from durable storage: down, as if its last
+  /// heartbeat arrived at `now`, until it registers again.
+  void restore(member m, clock_time now);
+
+  /// Forgets a member entirely (it was replaced).
+  void forget(node_id id) { members_.erase(id); }
 
   /// Records a heartbeat. False when `id` is unknown or down (the owner
   /// must register again).

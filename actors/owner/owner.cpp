@@ -37,6 +37,7 @@ struct owner_state {
   clock_duration lease{};
   /// The master this owner last registered with.
   node_id master_id;
+  std::uint64_t incarnation = 0;
   /// The latest local change (commit or remove) of each key in flight: a
   /// commit's answer may publish into the fast index only if no later
   /// change of that key started since (its answer may never come).
@@ -97,7 +98,8 @@ void register_with_master(self_ptr self) {
   st.index->clear();
   st.index->set_lease({});
   st.lease_until = {};
-  wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes()};
+  wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes(),
+                        st.incarnation};
   auto sent = st.ep->now();
   auto deadline = sent + control_timeout;
   auto link = *st.master_link;
@@ -433,6 +435,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   auto& st = self->state;
   st.cfg = deps.config;
   st.store = std::move(deps.store);
+  st.incarnation = deps.incarnation;
   st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },

@@ -28,6 +28,8 @@ struct owner_deps {
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
   fault_sites* faults = nullptr;
   std::shared_ptr<object_store> store;
+  /// Drawn at random per start of the owner (see wire::register_owner).
+  std::uint64_t incarnation = 0;
   /// What this owner may answer without its actor (see fast_path.hpp);
   /// null: no fast path.
   std::shared_ptr<fast_index> index;

@@ -17,6 +17,7 @@ struct node_flags {
   std::string master;
   std::string master_listen;
   std::string advertise;
+  std::string data_dir;
 };
 
 int fail_start(std::string_view what, const error& e) {
@@ -50,6 +51,7 @@ int run_role(const node_flags& f, bool master) {
   options.listen = f.listen;
   options.master = f.master;
   options.advertise = f.advertise;
+  options.data_dir = f.data_dir;
   auto n = master ? node::start_master(options) : node::start_owner(options);
   const char* name = master ? "master" : "owner";
   if (!n) return fail_start(name, n.error());
@@ -80,6 +82,9 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   master->add_option("--listen", flags->listen, "HOST:PORT to accept links on (default 127.0.0.1:7071)");
   master->add_option("--advertise", flags->advertise,
                      "HOST:PORT other nodes reach this one at (default: the listen address)");
+  master->add_option("--data-dir", flags->data_dir,
+                     "Keep the directory and membership here across restarts (or [master] data_dir; "
+                     "default: in memory only)");
   master->callback([flags, &exit_code] { exit_code = run_role(*flags, true); });
 
   auto* owner = app.add_subcommand("owner", "Run an owner (contributes memory, serves clients)");

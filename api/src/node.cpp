@@ -29,6 +29,7 @@ result<node_config> configure(const node_options& options) {
   if (!options.listen.empty()) cfg->node.listen = options.listen;
   if (!options.master.empty()) cfg->owner.master = options.master;
   if (!options.advertise.empty()) cfg->node.advertise = options.advertise;
+  if (!options.data_dir.empty()) cfg->master.data_dir = options.data_dir;
   if (auto ok = configure_logging(cfg->log.level); !ok) return ok.error();
   return cfg;
 }
@@ -82,7 +83,7 @@ const std::string& local_cluster::client_address() const noexcept { return impl_
 const std::string& local_cluster::master_address() const noexcept { return impl_->master->address(); }
 
 result<std::unique_ptr<local_cluster>> local_cluster::start(const local_cluster_options& options) {
-  auto cfg = configure({options.config_file, options.config_text, {}, {}, {}});
+  auto cfg = configure({options.config_file, options.config_text, {}, {}, {}, {}});
   if (!cfg) return std::move(cfg).error();
   auto state = std::make_unique<impl>();
 

@@ -7,10 +7,15 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <filesystem>
+
 #include "actors/client/client.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/storage/identity.hpp"
+#include "runtime/storage/sqlite_store.hpp"
+#include "runtime/units.hpp"
 #include "actors/owner/pool_store.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_server.hpp"
@@ -30,6 +35,18 @@ constexpr std::chrono::seconds stop_timeout{2};
 std::string node_name(const node_config& cfg, std::string_view role_name, const std::string& address) {
   if (!cfg.node.name.empty()) return cfg.node.name;
   return std::string{role_name} + (address.empty() ? "" : "@" + address);
+}
+
+result<std::unique_ptr<durable_store>> open_master_store(const master_section& cfg) {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.data_dir, ec);
+  if (ec) {
+    return fail(errc::unavailable, "cannot create the master's data directory '" + cfg.data_dir + "': " + ec.message());
+  }
+  auto path = (std::filesystem::path{cfg.data_dir} / "master.db").string();
+  auto store = sqlite_store::open(path, cfg.fsync);
+  if (!store) return store.error();
+  return std::unique_ptr<durable_store>{std::move(*store)};
 }
 
 }  // namespace
@@ -112,6 +129,16 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   auto host = prepare(cfg, role::master, where);
   if (!host) return host;
   auto& h = **host;
+  if (!cfg.master.data_dir.empty()) {
+    auto store = open_master_store(cfg.master);
+    if (!store) return store.error();
+    h.store_ = std::move(*store);
+    // A master with a data directory keeps its id across restarts.
+    rng random{entropy_seed()};
+    auto id = load_or_create_node_id(*h.store_, random);
+    if (!id) return id.error();
+    h.id_ = *id;
+  }
   if (auto ok = h.listen(cfg, role::master, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
   master_deps deps;
@@ -119,7 +146,15 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   deps.config = cfg.master;
   deps.net = h.net_.get();
   deps.seed = cfg.node.seed != 0 ? cfg.node.seed : entropy_seed();
-  h.actor_ = caf::actor_cast<caf::actor>(spawn_master(*h.system_, std::move(deps)));
+  deps.store = h.store_.get();
+  master_recovery recovered;
+  auto actor = spawn_master(*h.system_, std::move(deps), &recovered);
+  if (!actor) return actor.error();
+  if (h.store_) {
+    get_logger("master")->info("recovered {} objects and {} owners from {} in {}", recovered.objects,
+                               recovered.members, cfg.master.data_dir, format_duration(recovered.took));
+  }
+  h.actor_ = caf::actor_cast<caf::actor>(*actor);
   h.sink_->bind(h.actor_);
   return host;
 }
@@ -141,6 +176,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   auto store = h.open_pool(cfg);
   if (!store) return store.error();
   deps.store = std::move(*store);
+  deps.incarnation = entropy_seed();
   deps.index = h.index_;
   h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);

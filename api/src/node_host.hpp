@@ -16,6 +16,7 @@
 #include "actors/owner/object_store.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
+#include "runtime/storage/durable_store.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/network.hpp"
 
@@ -81,6 +82,8 @@ class node_host {
   transport::shm_client* shm_client_ = nullptr;  // owned by net_
   std::shared_ptr<fast_index> index_;             // owners: the fast path
   transport::transport_limits limits_;
+  /// The master's durable state (null: none); outlives the actor system.
+  std::unique_ptr<durable_store> store_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;
   std::unique_ptr<caf::actor_system_config> system_config_;

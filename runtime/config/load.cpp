@@ -262,6 +262,8 @@ constexpr key_spec master_keys[] = {
     {"heartbeat_timeout",
      store<&node_config::master, &master_section::heartbeat_timeout, read_duration>},
     {"placement", store<&node_config::master, &master_section::placement, read_placement>},
+    {"data_dir", store<&node_config::master, &master_section::data_dir, read_string>},
+    {"fsync", store<&node_config::master, &master_section::fsync, read_bool>},
 };
 constexpr key_spec owner_keys[] = {
     {"master", store<&node_config::owner, &owner_section::master, read_string>},

@@ -53,6 +53,13 @@ struct master_section {
   /// An owner silent this long is marked down; above heartbeat_interval.
   microseconds heartbeat_timeout{3'000'000};
   placement_policy placement = placement_policy::local_first;
+  /// Where the master keeps its directory and membership (a SQLite
+  /// database, master.db, in this directory); empty: in memory only, so a
+  /// restarted master forgets the cluster.
+  std::string data_dir;
+  /// Each change is on disk (fsync) before it is acknowledged: it survives
+  /// a crash of the machine. false: it survives a crash of the process.
+  bool fsync = true;
 };
 
 /// How an owner's pool pages get their memory.

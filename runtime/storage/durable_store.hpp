@@ -26,8 +26,12 @@ class durable_store {
   virtual result<std::optional<std::string>> get(std::string_view key) = 0;
   virtual result<void> put(std::string_view key, std::string_view value) = 0;
   virtual result<void> erase(std::string_view key) = 0;
-  /// Makes every earlier write durable.
+  /// Makes every earlier write durable. A failure with `unavailable`
+  /// leaves the writes pending (sync may be tried again); any other
+  /// failure means they are lost.
   virtual result<void> sync() = 0;
+  /// Drops every write since the last successful sync.
+  virtual void discard() = 0;
   /// Calls `visit` for every key that starts with `prefix`, in key order,
   /// as this store sees them (its own unsynced writes included).
   virtual result<void> scan(std::string_view prefix,
@@ -44,14 +48,29 @@ class memory_durable_store final : public durable_store {
     return std::optional<std::string>{it->second};
   }
   result<void> put(std::string_view key, std::string_view value) override {
+    remember(key);
     values_.insert_or_assign(std::string{key}, std::string{value});
     return {};
   }
   result<void> erase(std::string_view key) override {
+    remember(key);
     if (auto it = values_.find(key); it != values_.end()) values_.erase(it);
     return {};
   }
-  result<void> sync() override { return {}; }
+  result<void> sync() override {
+    undo_.clear();
+    return {};
+  }
+  void discard() override {
+    for (auto& [key, value] : undo_) {
+      if (value) {
+        values_.insert_or_assign(key, *value);
+      } else {
+        values_.erase(key);
+      }
+    }
+    undo_.clear();
+  }
   result<void> scan(std::string_view prefix,
                     const std::function<void(std::string_view, std::string_view)>& visit) override {
     for (auto it = values_.lower_bound(prefix); it != values_.end() && it->first.starts_with(prefix); ++it) {
@@ -61,7 +80,15 @@ class memory_durable_store final : public durable_store {
   }
 
  private:
+  /// Keeps a key's value as of the last sync, the first time it changes.
+  void remember(std::string_view key) {
+    if (undo_.contains(key)) return;
+    auto it = values_.find(key);
+    undo_.emplace(std::string{key}, it == values_.end() ? std::nullopt : std::optional<std::string>{it->second});
+  }
+
   std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, std::optional<std::string>, std::less<>> undo_;
 };
 
 }  // namespace sluice

@@ -25,14 +25,16 @@ std::string_view column(sqlite3_stmt* s, int index) {
 
 }  // namespace
 
-result<std::unique_ptr<sqlite_store>> sqlite_store::open(const std::string& path) {
+result<std::unique_ptr<sqlite_store>> sqlite_store::open(const std::string& path, bool fsync) {
   std::unique_ptr<sqlite_store> out{new sqlite_store{}};
   if (sqlite3_open_v2(path.c_str(), &out->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
     return fail(errc::unavailable, "cannot open the database '" + path + "': " +
                                        (out->db_ ? sqlite3_errmsg(out->db_) : "out of memory"));
   }
-  for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+  // In WAL mode, NORMAL keeps every commit across a crash of the process
+  // and FULL across a crash of the machine too (an fsync per commit).
+  for (const char* sql : {"PRAGMA journal_mode=WAL", fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
                           "CREATE TABLE IF NOT EXISTS kv (key BLOB PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"}) {
     if (auto ok = out->exec(sql); !ok) return ok.error();
   }
@@ -106,8 +108,19 @@ result<void> sqlite_store::erase(std::string_view key) {
 
 result<void> sqlite_store::sync() {
   if (!in_transaction_) return {};
+  auto ok = exec("COMMIT");
+  in_transaction_ = sqlite3_get_autocommit(db_) == 0;
+  if (!ok && !in_transaction_) {
+    // SQLite rolled the transaction back: its writes are gone.
+    return fail(errc::internal, ok.error().message() + "; the writes since the last sync are lost");
+  }
+  return ok;
+}
+
+void sqlite_store::discard() {
+  if (!in_transaction_) return;
+  (void)exec("ROLLBACK");
   in_transaction_ = false;
-  return exec("COMMIT");
 }
 
 result<void> sqlite_store::scan(std::string_view prefix,

@@ -17,9 +17,10 @@ namespace sluice {
 
 class sqlite_store final : public durable_store {
  public:
-  /// Opens (or creates) the database at `path`. Errors: unavailable, with
-  /// SQLite's message.
-  static result<std::unique_ptr<sqlite_store>> open(const std::string& path);
+  /// Opens (or creates) the database at `path`. With `fsync`, a sync
+  /// survives a crash of the machine; without, a crash of the process.
+  /// Errors: unavailable, with SQLite's message.
+  static result<std::unique_ptr<sqlite_store>> open(const std::string& path, bool fsync = true);
   ~sqlite_store() override;
   sqlite_store(const sqlite_store&) = delete;
   sqlite_store& operator=(const sqlite_store&) = delete;
@@ -28,6 +29,7 @@ class sqlite_store final : public durable_store {
   result<void> put(std::string_view key, std::string_view value) override;
   result<void> erase(std::string_view key) override;
   result<void> sync() override;
+  void discard() override;
   result<void> scan(std::string_view prefix,
                     const std::function<void(std::string_view, std::string_view)>& visit) override;
 

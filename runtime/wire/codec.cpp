@@ -106,6 +106,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setName(x.name);
             r.setAddress(x.address);
             r.setCapacityBytes(x.capacity_bytes);
+            r.setIncarnation(x.incarnation);
           },
           [&](const register_owner_reply& x) {
             auto r = b.initRegisterOwnerReply();
@@ -223,7 +224,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::REGISTER_OWNER: {
       auto r = b.getRegisterOwner();
       return body{register_owner{from_text(r.getName()), from_text(r.getAddress()),
-                                 r.getCapacityBytes()}};
+                                 r.getCapacityBytes(), r.getIncarnation()}};
     }
     case W::REGISTER_OWNER_REPLY: {
       auto r = b.getRegisterOwnerReply();

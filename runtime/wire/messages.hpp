@@ -50,6 +50,9 @@ struct register_owner {
   std::string name;
   std::string address;  ///< where other owners reach this owner
   std::uint64_t capacity_bytes = 0;
+  /// Drawn at random when the owner starts: another incarnation than the
+  /// master recorded means the owner restarted and lost what it held.
+  std::uint64_t incarnation = 0;
 };
 
 struct register_owner_reply {

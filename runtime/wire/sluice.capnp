@@ -107,6 +107,10 @@ struct RegisterOwner {
   name @0 :Text;
   address @1 :Text;
   capacityBytes @2 :UInt64;
+  # Drawn at random each time the owner process starts: a registration
+  # with another incarnation than the master recorded means the owner
+  # restarted and lost what it held.
+  incarnation @3 :UInt64;
 }
 
 struct RegisterOwnerReply {

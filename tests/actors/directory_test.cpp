@@ -95,8 +95,8 @@ TEST_CASE("directory: versions keep growing across a delete") {
 
 TEST_CASE("membership: an owner is down after its link is lost or its heartbeats stop") {
   sluice::master::membership m;
-  REQUIRE(m.join(a, "a", "h:1", 11, 100, t0));
-  REQUIRE(m.join(b, "b", "h:2", 12, 100, t0));
+  REQUIRE(m.join(a, "a", "h:1", 11, 100, 1, t0));
+  REQUIRE(m.join(b, "b", "h:2", 12, 100, 1, t0));
   CHECK(m.up_owners().size() == 2);
   CHECK(m.link_lost(11) == std::optional<node_id>{a});
   CHECK_FALSE(m.is_up(a));
@@ -105,7 +105,7 @@ TEST_CASE("membership: an owner is down after its link is lost or its heartbeats
   auto down = m.detect_failures(t0 + 5s, std::chrono::duration_cast<sluice::clock_duration>(3s));
   REQUIRE(down.size() == 1);
   CHECK(down[0] == b);
-  REQUIRE(m.join(a, "a", "h:1", 13, 100, t0 + 6s));
+  REQUIRE(m.join(a, "a", "h:1", 13, 100, 1, t0 + 6s));
   CHECK(m.is_up(a));
 }
 

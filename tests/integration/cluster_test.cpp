@@ -9,62 +9,12 @@
 #include <thread>
 
 #include "sluice/client.hpp"
-#include "tests/support/process.hpp"
+#include "tests/support/nodes.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using sluice::test::process;
-
-const std::string sluice_bin = SLUICE_BINARY;
-
-/// A `sluice` node process whose first stdout line names its address.
-struct node_proc {
-  std::unique_ptr<process> proc;
-  std::string address;
-};
-
-node_proc start_node(std::vector<std::string> args) {
-  node_proc n;
-  n.proc = std::make_unique<process>(sluice_bin, std::move(args), sluice::test::temp_path("node.log"));
-  auto line = n.proc->read_line(10s);
-  REQUIRE_MESSAGE(line.has_value(), "the node printed no address line");
-  n.address = sluice::test::address_in(*line);
-  REQUIRE_MESSAGE(!n.address.empty(), "no address in: " << *line);
-  return n;
-}
-
-std::unique_ptr<sluice::client> connect(const std::string& address) {
-  auto c = sluice::client::connect(address);
-  REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
-  return std::move(*c);
-}
-
-/// Polls status through `c` until `pred` holds (or 10 s pass).
-template <class Pred>
-sluice::cluster_status await_status(sluice::client& c, Pred pred) {
-  auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (true) {
-    auto s = c.status();
-    if (s && pred(*s)) return *s;
-    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < give_up,
-                    "status never reached the expected state: "
-                        << (s ? std::to_string(s->members.size()) + " members" : s.error().to_string()));
-    std::this_thread::sleep_for(20ms);
-  }
-}
-
-std::size_t count_up(const sluice::cluster_status& s) {
-  std::size_t n = 0;
-  for (auto& m : s.members) n += m.up ? 1 : 0;
-  return n;
-}
-
-std::string pattern(std::size_t size, char seed) {
-  std::string s(size, '\0');
-  for (std::size_t i = 0; i < size; ++i) s[i] = static_cast<char>(seed + i * 7 % 251);
-  return s;
-}
+using namespace sluice::test;
 
 }  // namespace
 
@@ -151,4 +101,28 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   // SIGTERM stops the node cleanly.
   up.proc->signal(SIGTERM);
   CHECK(up.proc->wait(10s) == std::optional<int>{0});
+}
+
+TEST_CASE("cluster: an owner restarted on the same address replaces the dead one, whose keys are dropped") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto c = connect(owner.address);
+  await_status(*c, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  REQUIRE(c->put("held/by/old", "gone with it").ok());
+  auto old_id = c->status().value().members.at(0).id;
+
+  owner.proc->signal(SIGKILL);
+  owner.proc->wait(5s);
+  c.reset();
+  owner = start_node({"owner", "--master", master.address, "--listen", owner.address});
+  c = connect(owner.address);
+  // The dead member is forgotten once its lease ran out; only the new one
+  // is listed, and the old one's key is gone rather than unavailable.
+  auto s = await_status(*c, [&](const sluice::cluster_status& s) {
+    return s.members.size() == 1 && s.members[0].up && s.members[0].id != old_id;
+  });
+  CHECK(s.object_count == 0);
+  CHECK(c->get("held/by/old").code() == sluice::errc::not_found);
+  REQUIRE(c->put("held/by/new", "here").ok());
+  CHECK(c->get("held/by/new").value().str() == "here");
 }

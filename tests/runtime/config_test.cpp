@@ -65,6 +65,8 @@ max_payload = "2GiB"
 heartbeat_interval = "250ms"
 heartbeat_timeout = "2s"
 placement = "random"
+data_dir = "/var/lib/sluice"
+fsync = false
 
 [owner]
 master = "10.0.0.1:7400"
@@ -95,6 +97,8 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.master.heartbeat_interval == 500ms);
   CHECK(c.master.heartbeat_timeout == 3s);
   CHECK(c.master.placement == placement_policy::local_first);
+  CHECK(c.master.data_dir.empty());  // in memory only
+  CHECK(c.master.fsync);
   CHECK(c.owner.master.empty());
   CHECK(c.owner.capacity_bytes == 1ULL << 30);
   CHECK(c.owner.max_value_bytes == 256ULL << 20);
@@ -122,6 +126,8 @@ TEST_CASE("config: every key is read into its field") {
   CHECK(c.master.heartbeat_interval == 250ms);
   CHECK(c.master.heartbeat_timeout == 2s);
   CHECK(c.master.placement == placement_policy::random);
+  CHECK(c.master.data_dir == "/var/lib/sluice");
+  CHECK_FALSE(c.master.fsync);
   CHECK(c.owner.master == "10.0.0.1:7400");
   CHECK(c.owner.capacity_bytes == 16ULL << 30);
   CHECK(c.owner.max_value_bytes == 1ULL << 30);

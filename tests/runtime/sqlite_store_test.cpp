@@ -65,3 +65,25 @@ TEST_CASE("sqlite store: a path it cannot create is an unavailable error") {
   auto s = sluice::sqlite_store::open("/nonexistent-dir/x/y.db");
   CHECK(s.code() == sluice::errc::unavailable);
 }
+
+TEST_CASE("durable stores: discard drops the writes since the last sync, nothing before") {
+  auto path = db_path("discard");
+  auto sqlite = sluice::sqlite_store::open(path, /*fsync=*/false);
+  REQUIRE(sqlite.ok());
+  sluice::memory_durable_store memory;
+  for (sluice::durable_store* s : {static_cast<sluice::durable_store*>(sqlite->get()),
+                                   static_cast<sluice::durable_store*>(&memory)}) {
+    REQUIRE(s->put("kept", "1").ok());
+    REQUIRE(s->put("changed", "old").ok());
+    REQUIRE(s->sync().ok());
+    REQUIRE(s->put("changed", "new").ok());
+    REQUIRE(s->put("added", "x").ok());
+    REQUIRE(s->erase("kept").ok());
+    s->discard();
+    CHECK(scan_all(*s, "") == std::map<std::string, std::string>{{"changed", "old"}, {"kept", "1"}});
+    REQUIRE(s->put("after", "y").ok());  // the store still takes writes
+    REQUIRE(s->sync().ok());
+    CHECK(s->get("after").value() == std::optional<std::string>{"y"});
+  }
+  remove_db(path);
+}

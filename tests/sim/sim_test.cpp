@@ -131,6 +131,21 @@ TEST_CASE("sim: an owner that serves a stale version after a restart is caught")
   CHECK(caught > 0);
 }
 
+TEST_CASE("sim: a master that forgets its directory when it restarts is caught") {
+  int caught = 0;
+  for (std::uint64_t seed = 1; seed <= 20 && caught == 0; ++seed) {
+    auto options = quick(seed, fault_level::heavy);
+    options.duration = 60s;  // long enough for the master to crash
+    options.master_forgets = true;
+    auto report = run_seed(options);
+    if (!report.passed()) {
+      ++caught;
+      MESSAGE("seed " << seed << " caught it: " << report.violations.front());
+    }
+  }
+  CHECK(caught > 0);
+}
+
 TEST_CASE("sim: an owner that returns torn values is caught") {
   auto options = quick(3, fault_level::none);
   options.make_store = [](std::uint64_t capacity) { return std::make_shared<torn_store>(capacity); };

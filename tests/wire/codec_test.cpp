@@ -157,7 +157,7 @@ std::vector<body> sample_bodies() {
       kv_abort{78},
       invalidate{"gone\xff"},
       commit_reply{true},
-      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40},
+      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL},
       register_owner_reply{500'000, 1'500'000},
       heartbeat{max, 0},
       heartbeat_reply{true},

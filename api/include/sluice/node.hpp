@@ -29,6 +29,9 @@ struct node_options {
   /// Overrides [node] advertise when not empty: the "host:port" other
   /// nodes use to reach this one.
   std::string advertise;
+  /// Masters only: overrides [master] data_dir when not empty — where the
+  /// master keeps the directory and membership across restarts.
+  std::string data_dir;
 };
 
 class node {

@@ -1,0 +1,76 @@
+// persistence: what the master keeps across restarts, in its durable
+// store — the committed version of every key, the owners it knows, and a
+// floor under the versions it may hand out next. Pending puts are not
+// kept: a put in flight when the master restarts fails and is retried.
+//
+// Records (little-endian integers):
+//   o/<key>   version u64, size u64, holder u64
+//   m/<id>    incarnation u64, capacity u64, name length u32, name, address
+//   v         version floor u64: no version below it is handed out again
+//
+// Writes are grouped: changes accumulate until sync(), and the master
+// answers nothing that depends on a change before the sync that made it
+// durable (see master.cpp). Without a store (no data directory) nothing
+// is kept and every call is free.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/master/directory.hpp"
+#include "actors/master/membership.hpp"
+#include "runtime/storage/durable_store.hpp"
+
+namespace sluice::master {
+
+/// How many versions one write of the version floor covers.
+inline constexpr std::uint64_t version_block = 1 << 16;
+
+struct recovery_stats {
+  std::uint64_t objects = 0;
+  std::uint64_t members = 0;
+  std::uint64_t next_version = 1;
+};
+
+class persistence {
+ public:
+  /// `store` may be null: nothing persists. REQUIRES: outlives this.
+  explicit persistence(durable_store* store) : store_(store) {}
+
+  bool enabled() const noexcept { return store_ != nullptr; }
+  /// Changes were made since the last successful sync.
+  bool dirty() const noexcept { return dirty_; }
+
+  /// Fills an empty directory from the store and returns the members it
+  /// knew (to be restored down, see membership::restore).
+  result<recovery_stats> load(directory& dir, std::vector<member>& members);
+
+  void object_committed(const std::string& key, const object_entry& entry);
+  void object_removed(const std::string& key);
+  void member_joined(const member& m);
+  void member_forgotten(node_id id);
+  /// Call after every version handed out: moves the durable floor ahead
+  /// of `next_version` when it came close.
+  void versions_used(std::uint64_t next_version);
+
+  /// Makes every change durable. On failure the caller discards and
+  /// reloads (see durable_store::sync).
+  result<void> sync();
+  /// Drops the changes since the last sync.
+  void discard();
+
+ private:
+  void write(std::string_view key, std::string_view value);
+  void erase(std::string_view key);
+
+  durable_store* store_;
+  bool dirty_ = false;
+  /// A write failed since the last sync: the next sync must fail too.
+  std::optional<error> write_error_;
+  std::uint64_t version_floor_ = 1;
+  std::string scratch_;
+};
+
+}  // namespace sluice::master
