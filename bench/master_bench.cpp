@@ -1,0 +1,594 @@
+// master_bench: the master's metadata path against Redis, and the master's
+// recovery from its data directory.
+//
+//   master_bench --sluice-bin PATH [--redis-memory HOST:PORT]
+//                [--redis-durable HOST:PORT] [--seconds N] [--depth N]
+//                [--objects N] [--server-cpu N]
+//
+// Throughput. The bench starts `sluice master` itself (pinned to
+// --server-cpu with taskset when given) and speaks the wire protocol to it
+// as an owner would: it registers, then keeps --depth puts in flight, each
+// a `place` and then a `commit` of a 4 KiB value's metadata, for --seconds;
+// then --depth `locate`s of keys it committed. Against Redis it pipelines
+// the same depth of SET (one 24-byte record per key: what the master
+// stores) and GET. Two configurations, each against its like:
+//   durable: the master with a data directory (fsync on every group
+//            commit) against Redis with appendonly yes, appendfsync always;
+//   memory:  the master without one against Redis without persistence.
+// A "metadata op" is one request answered: a put is two (place, commit),
+// a locate one.
+//
+// Recovery. It writes --objects objects' records into a fresh master.db,
+// starts `sluice master --data-dir` on it and measures the time from the
+// process start until the master answers a request on its port, and the
+// master's resident memory against a master started on an empty directory.
+//
+// Output: `figure NAME VALUE UNIT` lines. Exit status 0 when every request
+// succeeded, 1 otherwise, 2 for bad usage.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "actors/master/persistence.hpp"
+#include "runtime/rng.hpp"
+#include "runtime/storage/sqlite_store.hpp"
+#include "runtime/wire/codec.hpp"
+#include "tests/support/process.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using bench_clock = std::chrono::steady_clock;
+using sluice::node_id;
+namespace wire = sluice::wire;
+
+/// Size every benchmark put declares: a typical small value.
+constexpr std::uint64_t value_size = 4096;
+/// How long a request may take before the bench gives up on the run.
+constexpr auto request_deadline = 10s;
+/// Owners must report this often or the master marks them down.
+constexpr auto heartbeat_every = 400ms;
+/// How long to wait for a started master to print its address.
+constexpr auto start_wait = 60s;
+/// Bytes a Redis record holds: version, size, holder (what the master keeps).
+constexpr std::size_t record_bytes = 24;
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "master_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+int connect_tcp(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) die("bad address " + address);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) != 1) die("bad address " + address);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    die("cannot connect to " + address + ": " + std::strerror(errno));
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+/// A byte stream with a write buffer flushed in one go and a read buffer.
+class stream {
+ public:
+  explicit stream(int fd) : fd_(fd) {}
+  ~stream() { ::close(fd_); }
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+
+  void write(const void* data, std::size_t n) { out_.append(static_cast<const char*>(data), n); }
+  void write(std::string_view s) { out_.append(s); }
+  void flush() {
+    std::size_t done = 0;
+    while (done < out_.size()) {
+      auto n = ::send(fd_, out_.data() + done, out_.size() - done, MSG_NOSIGNAL);
+      if (n <= 0) die(std::string{"send: "} + std::strerror(errno));
+      done += static_cast<std::size_t>(n);
+    }
+    out_.clear();
+  }
+  /// Reads what is there (waits up to `timeout` for something).
+  bool fill(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return false;
+    char buf[1 << 16];
+    auto n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) die("the server closed the connection");
+    in_.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  std::string& in() { return in_; }
+
+ private:
+  int fd_;
+  std::string out_;
+  std::string in_;
+};
+
+// --- the master, spoken to as an owner -------------------------------------
+
+class wire_owner {
+ public:
+  explicit wire_owner(const std::string& address) : s_(connect_tcp(address)) {
+    me_ = node_id{sluice::entropy_seed() | 1};
+    send(0, wire::hello{sluice::role::owner, wire::protocol_version, "bench-owner", "127.0.0.1:1"});
+  }
+
+  /// Sends a request; returns its id.
+  std::uint64_t request(wire::body body) {
+    auto id = next_id_++;
+    send(id, std::move(body));
+    return id;
+  }
+  void flush() { s_.flush(); }
+
+  /// The next reply, answering requests the master sends on the way.
+  std::optional<wire::message> next_reply(std::chrono::milliseconds timeout) {
+    while (true) {
+      if (auto m = parse()) {
+        if (m->env.reply_to != 0) return m;
+        if (m->env.request_id != 0) {  // an invalidation, say: acknowledge it
+          send_reply(m->env.request_id, wire::ok_reply{});
+          s_.flush();
+        }
+        continue;
+      }
+      if (!s_.fill(timeout)) return std::nullopt;
+    }
+  }
+
+  /// Waits for the reply to `id`, dropping others.
+  wire::message await(std::uint64_t id) {
+    flush();
+    auto give_up = bench_clock::now() + request_deadline;
+    while (bench_clock::now() < give_up) {
+      auto m = next_reply(100ms);
+      if (m && m->env.reply_to == id) return std::move(*m);
+    }
+    die("no reply from the master");
+  }
+
+  void register_as_owner() {
+    auto id = request(wire::register_owner{"bench-owner", "127.0.0.1:1", 1ULL << 50, 1});
+    auto reply = await(id);
+    if (!std::holds_alternative<wire::register_owner_reply>(reply.env.body)) die("registration refused");
+  }
+
+  node_id id() const { return me_; }
+
+ private:
+  void send(std::uint64_t id, wire::body body) {
+    wire::envelope env;
+    env.request_id = id;
+    env.source = me_;
+    env.deadline_us = id == 0 ? 0 : static_cast<std::uint64_t>(std::chrono::microseconds{request_deadline}.count());
+    env.body = std::move(body);
+    auto flat = wire::flatten(wire::encode(env));
+    s_.write(flat.data(), flat.size());
+  }
+  void send_reply(std::uint64_t to, wire::body body) {
+    wire::envelope env;
+    env.reply_to = to;
+    env.source = me_;
+    env.body = std::move(body);
+    auto flat = wire::flatten(wire::encode(env));
+    s_.write(flat.data(), flat.size());
+  }
+  std::optional<wire::message> parse() {
+    auto& in = s_.in();
+    if (in.size() - consumed_ < wire::frame_header_bytes) return compact(), std::nullopt;
+    auto* head = reinterpret_cast<const std::byte*>(in.data() + consumed_);
+    auto h = wire::parse_frame_header(std::span<const std::byte, wire::frame_header_bytes>{head, wire::frame_header_bytes},
+                                      limits_);
+    if (!h) die("bad frame from the master: " + h.error().to_string());
+    auto total = wire::frame_header_bytes + h->envelope_bytes + h->payload_bytes;
+    if (in.size() - consumed_ < total) return compact(), std::nullopt;
+    auto m = wire::decode_bytes(std::span<const std::byte>{head, total}, limits_);
+    if (!m) die("bad envelope from the master: " + m.error().to_string());
+    consumed_ += total;
+    return std::move(*m);
+  }
+  void compact() {
+    s_.in().erase(0, consumed_);
+    consumed_ = 0;
+  }
+
+  stream s_;
+  node_id me_;
+  std::uint64_t next_id_ = 1;
+  std::size_t consumed_ = 0;
+  wire::frame_limits limits_;
+};
+
+std::string bench_key(std::uint64_t n) { return "bench/" + std::to_string(n); }
+
+struct rate {
+  double per_s = 0;
+  std::uint64_t errors = 0;
+};
+
+/// Keeps `depth` puts (place, then commit) in flight for `seconds`.
+rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& committed) {
+  struct pending {
+    std::uint64_t n;
+    bool committing;
+  };
+  std::unordered_map<std::uint64_t, pending> inflight;
+  std::uint64_t next = committed, done = 0, errors = 0;
+  auto start_put = [&] {
+    auto n = next++;
+    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id()}), pending{n, false});
+  };
+  for (int i = 0; i < depth; ++i) start_put();
+  w.flush();
+  auto t0 = bench_clock::now();
+  auto until = t0 + std::chrono::duration<double>(seconds);
+  auto next_heartbeat = t0 + heartbeat_every;
+  while (!inflight.empty()) {
+    auto m = w.next_reply(request_deadline);
+    if (!m) die("the master stopped answering");
+    auto it = inflight.find(m->env.reply_to);
+    if (it == inflight.end()) continue;  // a heartbeat's answer
+    auto p = it->second;
+    inflight.erase(it);
+    bool more = bench_clock::now() < until;
+    if (auto* placed = std::get_if<wire::place_reply>(&m->env.body)) {
+      inflight.emplace(w.request(wire::commit{bench_key(p.n), placed->version, value_size}), pending{p.n, true});
+    } else if (std::holds_alternative<wire::commit_reply>(m->env.body)) {
+      ++done;
+      if (more) start_put();
+    } else {
+      ++errors;
+      if (more) start_put();
+    }
+    if (auto now = bench_clock::now(); now >= next_heartbeat) {
+      (void)w.request(wire::heartbeat{0, 0});
+      next_heartbeat = now + heartbeat_every;
+    }
+    w.flush();
+  }
+  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  committed = next;
+  return {static_cast<double>(done) / took, errors};
+}
+
+/// Keeps `depth` locates of committed keys in flight for `seconds`.
+rate master_locates(wire_owner& w, int depth, double seconds, std::uint64_t committed) {
+  sluice::rng random{7};
+  std::unordered_map<std::uint64_t, bool> inflight;
+  std::uint64_t done = 0, errors = 0;
+  auto start = [&] { inflight.emplace(w.request(wire::locate{bench_key(random.uniform(committed))}), true); };
+  for (int i = 0; i < depth; ++i) start();
+  w.flush();
+  auto t0 = bench_clock::now();
+  auto until = t0 + std::chrono::duration<double>(seconds);
+  auto next_heartbeat = t0 + heartbeat_every;
+  while (!inflight.empty()) {
+    auto m = w.next_reply(request_deadline);
+    if (!m) die("the master stopped answering");
+    if (inflight.erase(m->env.reply_to) == 0) continue;
+    if (std::holds_alternative<wire::locate_reply>(m->env.body)) {
+      ++done;
+    } else {
+      ++errors;
+    }
+    if (bench_clock::now() < until) start();
+    if (auto now = bench_clock::now(); now >= next_heartbeat) {
+      (void)w.request(wire::heartbeat{0, 0});
+      next_heartbeat = now + heartbeat_every;
+    }
+    w.flush();
+  }
+  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  return {static_cast<double>(done) / took, errors};
+}
+
+// --- Redis, pipelined --------------------------------------------------------
+
+class redis {
+ public:
+  explicit redis(const std::string& address) : s_(connect_tcp(address)) {}
+
+  void set(const std::string& key, std::string_view value) { command({"SET", key, value}); }
+  void get(const std::string& key) { command({"GET", key}); }
+  void flush() { s_.flush(); }
+
+  /// Reads one reply; false when it was an error or a nil.
+  bool reply() {
+    while (true) {
+      if (auto ok = parse()) return *ok;
+      if (!s_.fill(request_deadline)) die("redis stopped answering");
+    }
+  }
+
+ private:
+  void command(std::initializer_list<std::string_view> args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (auto a : args) {
+      out += "$" + std::to_string(a.size()) + "\r\n";
+      out += a;
+      out += "\r\n";
+    }
+    s_.write(out);
+  }
+  std::optional<bool> parse() {
+    auto& in = s_.in();
+    auto eol = in.find("\r\n");
+    if (eol == std::string::npos) return std::nullopt;
+    char kind = in[0];
+    if (kind == '+' || kind == '-' || kind == ':') {
+      in.erase(0, eol + 2);
+      return kind != '-';
+    }
+    if (kind != '$') die("unexpected reply from redis: " + in.substr(0, eol));
+    auto len = std::stoll(in.substr(1, eol - 1));
+    if (len < 0) {
+      in.erase(0, eol + 2);
+      return false;
+    }
+    auto total = eol + 2 + static_cast<std::size_t>(len) + 2;
+    if (in.size() < total) return std::nullopt;
+    in.erase(0, total);
+    return true;
+  }
+
+  stream s_;
+};
+
+/// Keeps `depth` SETs (or GETs) in flight for `seconds`.
+rate redis_ops(redis& r, bool sets, int depth, double seconds, std::uint64_t& keys) {
+  std::string record(record_bytes, 'r');
+  sluice::rng random{7};
+  std::uint64_t done = 0, errors = 0, next = keys, outstanding = 0;
+  auto start = [&] {
+    if (sets) {
+      r.set(bench_key(next++), record);
+    } else {
+      r.get(bench_key(random.uniform(keys)));
+    }
+    ++outstanding;
+  };
+  for (int i = 0; i < depth; ++i) start();
+  r.flush();
+  auto t0 = bench_clock::now();
+  auto until = t0 + std::chrono::duration<double>(seconds);
+  while (outstanding > 0) {
+    bool ok = r.reply();
+    --outstanding;
+    ok ? ++done : ++errors;
+    if (bench_clock::now() < until) start();
+    r.flush();
+  }
+  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  if (sets) keys = next;
+  return {static_cast<double>(done) / took, errors};
+}
+
+// --- masters as processes ----------------------------------------------------
+
+struct options {
+  std::string sluice_bin;
+  std::string redis_memory, redis_durable;
+  double seconds = 2;
+  int depth = 64;
+  std::uint64_t objects = 1'000'000;
+  int server_cpu = -1;
+};
+
+std::vector<std::string> master_command(const options& o, const std::string& data_dir, std::string& program) {
+  std::vector<std::string> args;
+  if (o.server_cpu >= 0) {
+    program = "/usr/bin/taskset";
+    args = {"-c", std::to_string(o.server_cpu), o.sluice_bin};
+  } else {
+    program = o.sluice_bin;
+  }
+  for (auto a : {"master", "--listen", "127.0.0.1:0"}) args.emplace_back(a);
+  if (!data_dir.empty()) {
+    args.emplace_back("--data-dir");
+    args.push_back(data_dir);
+  }
+  return args;
+}
+
+struct running_master {
+  std::unique_ptr<sluice::test::process> proc;
+  std::string address;
+  double started_s = 0;  ///< from spawn to the address line
+};
+
+running_master start_master(const options& o, const std::string& data_dir) {
+  std::string program;
+  auto args = master_command(o, data_dir, program);
+  running_master m;
+  auto t0 = bench_clock::now();
+  m.proc = std::make_unique<sluice::test::process>(program, args, sluice::test::temp_path("master.log"));
+  auto line = m.proc->read_line(std::chrono::duration_cast<std::chrono::milliseconds>(start_wait));
+  if (!line) die("the master did not start");
+  m.address = sluice::test::address_in(*line);
+  m.started_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  return m;
+}
+
+/// Resident memory of a process, in bytes.
+std::uint64_t rss_bytes(int pid) {
+  std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) * 1024;
+  }
+  die("no VmRSS for pid " + std::to_string(pid));
+}
+
+std::string fresh_dir(const std::string& stem) {
+  auto dir = sluice::test::temp_path(stem);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void figure(const char* name, double value, const char* unit) {
+  std::printf("figure %s %.6g %s\n", name, value, unit);
+  std::fflush(stdout);
+}
+
+int run_throughput(const options& o, bool durable) {
+  const char* mode = durable ? "durable" : "memory";
+  auto dir = durable ? fresh_dir("master-bench") : std::string{};
+  auto m = start_master(o, dir);
+  wire_owner w{m.address};
+  w.register_as_owner();
+  std::uint64_t committed = 0;
+  auto puts = master_puts(w, o.depth, o.seconds, committed);
+  auto locates = master_locates(w, o.depth, o.seconds, committed);
+  double meta = (2 * puts.per_s + locates.per_s) / 2;  // both phases ran equally long
+  std::printf("master (%s): %.0f put-commits/s, %.0f locates/s, depth %d\n", mode, puts.per_s, locates.per_s, o.depth);
+  m.proc.reset();
+  if (!dir.empty()) std::filesystem::remove_all(dir);
+
+  int failed = puts.errors + locates.errors > 0 ? 1 : 0;
+  std::string suffix = durable ? "" : "_memory";
+  figure(("master_put_commit_per_s" + suffix).c_str(), puts.per_s, "ops/s");
+  figure(("master_locate_per_s" + suffix).c_str(), locates.per_s, "ops/s");
+  figure(("master_meta_ops_per_s" + suffix).c_str(), meta, "ops/s");
+
+  const auto& peer = durable ? o.redis_durable : o.redis_memory;
+  if (!peer.empty()) {
+    redis r{peer};
+    std::uint64_t keys = 0;
+    auto sets = redis_ops(r, true, o.depth, o.seconds, keys);
+    auto gets = redis_ops(r, false, o.depth, o.seconds, keys);
+    std::printf("redis (%s): %.0f SET/s, %.0f GET/s, depth %d\n", mode, sets.per_s, gets.per_s, o.depth);
+    figure(("redis_set_per_s" + suffix).c_str(), sets.per_s, "ops/s");
+    figure(("redis_get_per_s" + suffix).c_str(), gets.per_s, "ops/s");
+    figure(("ratio_master_put_commit_vs_redis_set" + suffix).c_str(), puts.per_s / sets.per_s, "ratio");
+    figure(("ratio_master_locate_vs_redis_get" + suffix).c_str(), locates.per_s / gets.per_s, "ratio");
+    if (sets.errors + gets.errors > 0) failed = 1;
+  }
+  if (failed) std::fprintf(stderr, "master_bench: %s: some requests failed\n", mode);
+  return failed;
+}
+
+int run_recovery(const options& o) {
+  // What an empty master costs, to subtract.
+  auto empty_dir = fresh_dir("master-empty");
+  auto empty = start_master(o, empty_dir);
+  {
+    wire_owner w{empty.address};
+    (void)w.await(w.request(wire::locate{"nothing"}));
+  }
+  auto empty_rss = rss_bytes(empty.proc->pid());
+  empty.proc.reset();
+  std::filesystem::remove_all(empty_dir);
+
+  // A master.db as a master that committed o.objects puts leaves it.
+  auto dir = fresh_dir("master-full");
+  auto fill_t0 = bench_clock::now();
+  {
+    auto store = sluice::sqlite_store::open(dir + "/master.db", false);
+    if (!store) die(store.error().to_string());
+    sluice::master::persistence p{store->get()};
+    sluice::master::member owner;
+    owner.id = node_id{0xb0b};
+    owner.name = "owner-gone";
+    owner.address = "127.0.0.1:1";
+    owner.capacity_bytes = 1ULL << 40;
+    p.member_joined(owner);
+    for (std::uint64_t i = 0; i < o.objects; ++i) {
+      p.object_committed(bench_key(i), {i + 1, value_size, owner.id});
+    }
+    p.versions_used(o.objects + 1);
+    if (auto ok = p.sync(); !ok) die(ok.error().to_string());
+  }
+  double fill_s = std::chrono::duration<double>(bench_clock::now() - fill_t0).count();
+
+  auto t0 = bench_clock::now();
+  auto m = start_master(o, dir);
+  wire_owner w{m.address};
+  auto reply = w.await(w.request(wire::locate{bench_key(o.objects - 1)}));
+  double serving_s = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  // The holder is down (nobody registered): the answer names it, which
+  // shows the key was recovered.
+  auto* err = std::get_if<wire::error_reply>(&reply.env.body);
+  if (err == nullptr || err->message.find("owner-gone") == std::string::npos) {
+    die("the recovered master does not know the last key");
+  }
+  auto rss = rss_bytes(m.proc->pid());
+  m.proc.reset();
+  std::filesystem::remove_all(dir);
+
+  double per_object = rss > empty_rss ? static_cast<double>(rss - empty_rss) / static_cast<double>(o.objects) : 0;
+  std::printf("recovery: %llu objects written in %.2f s; master serving %.2f s after its start; "
+              "%.0f bytes of resident memory per object (%.1f MiB over an empty master)\n",
+              static_cast<unsigned long long>(o.objects), fill_s, serving_s, per_object,
+              static_cast<double>(rss - empty_rss) / (1 << 20));
+  if (o.objects == 1'000'000) figure("master_recovery_1m_s", serving_s, "s");
+  figure("master_recovery_s", serving_s, "s");
+  figure("master_bytes_per_object", per_object, "bytes");
+  return 0;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: master_bench --sluice-bin PATH [--redis-memory HOST:PORT] [--redis-durable HOST:PORT]\n"
+               "                    [--seconds N] [--depth N] [--objects N] [--server-cpu N]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) return usage();
+    std::string value = argv[++i];
+    try {
+      if (flag == "--sluice-bin") {
+        o.sluice_bin = value;
+      } else if (flag == "--redis-memory") {
+        o.redis_memory = value;
+      } else if (flag == "--redis-durable") {
+        o.redis_durable = value;
+      } else if (flag == "--seconds") {
+        o.seconds = std::stod(value);
+      } else if (flag == "--depth") {
+        o.depth = std::stoi(value);
+      } else if (flag == "--objects") {
+        o.objects = std::stoull(value);
+      } else if (flag == "--server-cpu") {
+        o.server_cpu = std::stoi(value);
+      } else {
+        return usage();
+      }
+    } catch (const std::exception&) {
+      return usage();
+    }
+  }
+  if (o.sluice_bin.empty() || o.depth < 1 || o.seconds <= 0 || o.objects < 1) return usage();
+  int failed = 0;
+  failed |= run_throughput(o, true);
+  failed |= run_throughput(o, false);
+  failed |= run_recovery(o);
+  return failed;
+}
