@@ -64,6 +64,16 @@ result<void> network::send(link_id link, wire::outbound_frame frame) {
   return t->send(link, std::move(frame));
 }
 
+result<bool> network::send_held(link_id link, wire::outbound_frame frame) {
+  auto* t = by_link(link);
+  if (t == nullptr) return fail(errc::unavailable, fmt::format("no transport owns link {:#x}", link));
+  return t->send_held(link, std::move(frame));
+}
+
+void network::flush(link_id link) {
+  if (auto* t = by_link(link)) t->flush(link);
+}
+
 void network::close(link_id link) {
   if (auto* t = by_link(link)) t->close(link);
 }

@@ -40,6 +40,8 @@ class network final : public transport {
   result<std::string> listen(std::string_view address) override;
   result<link_id> connect(std::string_view address) override;
   result<void> send(link_id link, wire::outbound_frame frame) override;
+  result<bool> send_held(link_id link, wire::outbound_frame frame) override;
+  void flush(link_id link) override;
   void close(link_id link) override;
   void shutdown() override;
 

@@ -77,6 +77,18 @@ class transport {
   /// unknown or down, and `overloaded` when the link's send queue is full
   /// (`max_queued_bytes`); the frame is then not sent.
   virtual result<void> send(link_id link, wire::outbound_frame frame) = 0;
+  /// Queues `frame` like send(), but may hold it until flush(link) or the
+  /// next send() on the link, so that a busy sender writes many frames at
+  /// once. Frames keep their order either way. Answers whether the frame
+  /// is held (a flush is then due); transports that gain nothing from
+  /// holding send at once and answer false.
+  virtual result<bool> send_held(link_id link, wire::outbound_frame frame) {
+    auto sent = send(link, std::move(frame));
+    if (!sent) return std::move(sent).error();
+    return false;
+  }
+  /// Writes the frames send_held() holds on `link`.
+  virtual void flush(link_id link) { (void)link; }
 
   /// Closes `link`; on_link_down(aborted) follows unless it was down
   /// already. Unknown links are ignored.

@@ -63,6 +63,7 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
         if (st.link == link) st.link.reset();
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
+      [self](flush_atom) { self->state.ep->flush(); },
       [self](api_atom, api_call& call) { on_call(self, call); },
       [self](stop_atom) {
         self->quit();

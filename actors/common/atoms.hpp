@@ -32,6 +32,9 @@ using resume_atom = caf::atom_constant<caf::atom("resume")>;
 /// Make what the role changed durable, then send what waited for it:
 /// (sync_atom).
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
+/// Write the frames the endpoint held while its actor was busy:
+/// (flush_atom).
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

@@ -1,5 +1,10 @@
 #include "actors/common/endpoint.hpp"
 
+#include <caf/actor_cast.hpp>
+#include <caf/scheduled_actor.hpp>
+#include <caf/send.hpp>
+
+#include "actors/common/atoms.hpp"
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
@@ -32,6 +37,7 @@ clock_duration timer_delay(fault_sites* faults, clock_duration delay) {
 endpoint::endpoint(caf::local_actor* self, transport::transport& net, identity me,
                    logger_ptr log, sweep_scheduler schedule_sweep, fault_sites* faults)
     : self_(self),
+      scheduled_(dynamic_cast<caf::scheduled_actor*>(self)),
       net_(net),
       me_(std::move(me)),
       log_(std::move(log)),
@@ -152,7 +158,7 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
   arm_sweep(deadline);
   // Fault site: the request is lost on the way; the deadline catches it.
   if (SLUICE_BUGGIFY(faults_)) return;
-  auto sent = net_.send(link, wire::encode(env, std::move(payload)));
+  auto sent = send_frame(link, wire::encode(env, std::move(payload)));
   if (!sent) finish(id, std::move(sent).error());
 }
 
@@ -207,11 +213,30 @@ void endpoint::send_envelope(transport::link_id link, wire::envelope env, shared
   // go out: a link whose greeting is lost is simply broken, and breaking
   // links is the network's job in the simulator.
   if (!std::holds_alternative<wire::hello>(env.body) && SLUICE_BUGGIFY(faults_)) return;
-  auto sent = net_.send(link, wire::encode(env, std::move(payload)));
+  auto sent = send_frame(link, wire::encode(env, std::move(payload)));
   if (!sent) {
     log_->debug("link {:#x}: {} not sent: {}", link, wire::body_name(env.body),
                 sent.error().to_string());
   }
+}
+
+result<void> endpoint::send_frame(transport::link_id link, wire::outbound_frame frame) {
+  if (scheduled_ == nullptr || scheduled_->mailbox().empty()) return net_.send(link, std::move(frame));
+  auto held = net_.send_held(link, std::move(frame));
+  if (!held) return std::move(held).error();
+  if (!*held) return {};
+  held_links_.insert(link);
+  if (!flush_queued_) {
+    flush_queued_ = true;
+    caf::anon_send(caf::actor_cast<caf::actor>(self_), flush_atom::value);
+  }
+  return {};
+}
+
+void endpoint::flush() {
+  flush_queued_ = false;
+  for (auto link : held_links_) net_.flush(link);
+  held_links_.clear();
 }
 
 void endpoint::deliver_reply(wire::message msg) {

@@ -10,6 +10,7 @@
 
 #include <caf/actor_clock.hpp>
 #include <caf/local_actor.hpp>
+#include <caf/fwd.hpp>
 
 #include <bitset>
 #include <cstdint>
@@ -113,6 +114,8 @@ class endpoint {
   void notify(transport::link_id link, wire::body body, shared_bytes payload = {});
   void reply(const request_context& ctx, wire::body body, shared_bytes payload = {});
   void reply_error(const request_context& ctx, const error& err);
+  /// Writes the frames held while the actor was busy (on flush_atom).
+  void flush();
 
   // --- queries --------------------------------------------------------------
 
@@ -134,12 +137,17 @@ class endpoint {
   };
 
   void greet(transport::link_id link);
+  /// Sends a frame; while more messages wait in the actor's mailbox the
+  /// transport may hold it, and a flush_atom queued behind them writes
+  /// everything held at once.
+  result<void> send_frame(transport::link_id link, wire::outbound_frame frame);
   void send_envelope(transport::link_id link, wire::envelope env, shared_bytes payload);
   void deliver_reply(wire::message msg);
   void finish(std::uint64_t id, result<wire::message> outcome);
   void arm_sweep(clock_time deadline);
 
   caf::local_actor* self_;
+  caf::scheduled_actor* scheduled_;  // self_, when it has a mailbox to look at
   transport::transport& net_;
   identity me_;
   logger_ptr log_;
@@ -151,6 +159,8 @@ class endpoint {
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
   std::optional<clock_time> sweep_at_;
   std::uint64_t next_request_id_ = 1;
+  std::set<transport::link_id> held_links_;
+  bool flush_queued_ = false;
 };
 
 /// `delay`, or (at a fault site) a good deal more: timers in the real world

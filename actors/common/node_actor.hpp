@@ -16,6 +16,7 @@ using node_actor = caf::typed_actor<
     caf::reacts_to<inbound_atom, transport::link_id, wire::message>,
     caf::reacts_to<link_down_atom, transport::link_id, error>,
     caf::reacts_to<sweep_atom>,
+    caf::reacts_to<flush_atom>,
     caf::replies_to<stop_atom>::with<bool>>;
 
 }  // namespace sluice

@@ -463,6 +463,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
         }
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
+      [self](flush_atom) { self->state.ep->flush(); },
       [self](tick_atom) { on_tick(self); },
       [self](sync_atom) { on_sync(self); },
       [self](resume_atom, std::uint64_t id) {

@@ -454,6 +454,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
         on_link_down(self, link, reason);
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
+      [self](flush_atom) { self->state.ep->flush(); },
       [self](tick_atom) { on_tick(self); },
       [self](reconnect_atom) {
         self->state.reconnect_armed = false;

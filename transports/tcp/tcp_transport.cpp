@@ -16,6 +16,12 @@ namespace sluice::transport {
 
 using namespace tcp_detail;
 
+namespace {
+/// Frames held by send_held() are written once they reach this many bytes,
+/// whether or not flush() comes: holding more gains nothing.
+constexpr std::uint64_t held_bytes_max = 256 << 10;
+}  // namespace
+
 tcp_transport::tcp_transport(std::uint16_t tag, link_sink& sink, transport_limits limits,
                              tcp_options options)
     : tag_(tag), sink_(sink), limits_(limits), options_(options), log_(get_logger("tcp")) {
@@ -109,6 +115,34 @@ result<link_id> tcp_transport::connect(std::string_view address) {
 }
 
 result<void> tcp_transport::send(link_id link, wire::outbound_frame frame) {
+  auto sent = enqueue(link, std::move(frame), true);
+  if (!sent) return std::move(sent).error();
+  return {};
+}
+
+result<bool> tcp_transport::send_held(link_id link, wire::outbound_frame frame) {
+  return enqueue(link, std::move(frame), false);
+}
+
+void tcp_transport::flush(link_id link) {
+  auto c = find(link);
+  if (!c) return;
+  std::unique_lock guard{c->send_mutex};
+  if (c->st != connection::state::up || c->queue.empty() || c->writable_armed) return;
+  if (auto failure = flush_locked(*c)) fail_locked(std::move(guard), c, *failure);
+}
+
+void tcp_transport::fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure) {
+  // Sink callbacks never run on a caller's thread: the I/O thread reports.
+  c->st = connection::state::broken;
+  c->failure = failure;
+  c->queue.clear();
+  c->queued_bytes = 0;
+  guard.unlock();
+  notice(c);
+}
+
+result<bool> tcp_transport::enqueue(link_id link, wire::outbound_frame frame, bool write) {
   if (auto bad = check_frame(frame)) return *bad;
   auto c = find(link);
   if (!c) return fail(errc::unavailable, fmt::format("tcp link {:#x} is not open", link));
@@ -121,21 +155,17 @@ result<void> tcp_transport::send(link_id link, wire::outbound_frame frame) {
                                       std::to_string(c->queued_bytes) + " bytes queued, limit " +
                                       std::to_string(limits_.max_queued_bytes) + "); the peer reads too slowly");
   }
-  bool write_now = c->st == connection::state::up && c->queue.empty();
+  // Held frames wait for flush() or the next send, unless they pile up.
+  write = write || c->queued_bytes + frame.size() >= held_bytes_max;
+  bool write_now = write && c->st == connection::state::up && !c->writable_armed;
   c->queued_bytes += frame.size();
   c->queue.push_back(connection::queued_frame{std::move(frame), 0});
   // Otherwise the I/O thread sends it: EPOLLOUT is armed, or the connect
   // is still pending and flushes the queue when it completes.
-  if (!write_now) return {};
+  if (!write_now) return !write;
   auto failure = flush_locked(*c);
-  if (!failure) return {};
-  // Sink callbacks never run on a caller's thread: the I/O thread reports.
-  c->st = connection::state::broken;
-  c->failure = failure;
-  c->queue.clear();
-  c->queued_bytes = 0;
-  guard.unlock();
-  notice(c);
+  if (!failure) return false;
+  fail_locked(std::move(guard), c, *failure);
   return fail(errc::unavailable, failure->message());
 }
 

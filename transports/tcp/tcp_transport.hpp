@@ -96,6 +96,8 @@ class tcp_transport final : public transport {
   /// on_link_down. Fails with invalid_argument when the frame's header
   /// does not describe its own sizes.
   result<void> send(link_id link, wire::outbound_frame frame) override;
+  result<bool> send_held(link_id link, wire::outbound_frame frame) override;
+  void flush(link_id link) override;
 
   /// The I/O thread closes the link and reports on_link_down(aborted,
   /// "closed locally") unless the link is down already.
@@ -136,6 +138,12 @@ class tcp_transport final : public transport {
 
   // Any thread.
   connection_ptr find(link_id link);
+  /// Queues `frame`, writing at once when `write` (or the held bytes pile
+  /// up); answers whether it was left queued.
+  result<bool> enqueue(link_id link, wire::outbound_frame frame, bool write);
+  /// Marks the link broken after a failed write and lets the I/O thread
+  /// report it. REQUIRES: `guard` holds c->send_mutex.
+  void fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure);
   void notice(const connection_ptr& c);
   void wake() noexcept;
   std::optional<error> flush_locked(connection& c);
