@@ -5,9 +5,9 @@
 namespace sluice::master {
 
 std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                                   clock_time expires) {
+                                   clock_time expires, wire::put_condition condition) {
   auto version = next_version_++;
-  pending_.emplace(version, pending_entry{key, size, holder, expires});
+  pending_.emplace(version, pending_entry{key, size, holder, expires, condition});
   usage_[holder].pending_bytes += size;
   pending_per_key_[key] += 1;
   return version;
@@ -25,6 +25,17 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
                                             " does not match its pending put");
   }
   auto size = it->second.size;
+  if (it->second.condition.any()) {
+    auto holds = check(key, it->second.condition);
+    auto removed = removed_at_.find(key);
+    if (holds && removed != removed_at_.end() && removed->second > version) {
+      holds = fail(errc::conflict, "the key changed (a newer version was put and removed) since the put began");
+    }
+    if (!holds) {
+      forget_pending(it);
+      return std::move(holds).error();
+    }
+  }
   commit_outcome out;
   out.version = version;
   if (auto removed = removed_at_.find(key); removed != removed_at_.end() && removed->second > version) {
@@ -87,6 +98,43 @@ std::vector<stale_version> directory::expire(clock_time now) {
     }
   }
   return out;
+}
+
+result<void> directory::check(const std::string& key, const wire::put_condition& condition) const {
+  auto* entry = find(key);
+  if (condition.if_absent && entry != nullptr) {
+    return fail(errc::conflict, "the key has a committed version (" + std::to_string(entry->version) +
+                                    "); the put required none");
+  }
+  if (condition.if_version != 0 && entry == nullptr) {
+    return fail(errc::conflict, "the key has no committed version; the put required version " +
+                                    std::to_string(condition.if_version));
+  }
+  if (condition.if_version != 0 && entry->version != condition.if_version) {
+    return fail(errc::conflict, "the key's committed version is " + std::to_string(entry->version) +
+                                    ", not " + std::to_string(condition.if_version));
+  }
+  return {};
+}
+
+directory::listing directory::list(std::string_view prefix, std::string_view start_after,
+                                   std::size_t limit) const {
+  listing out;
+  auto it = start_after < prefix ? objects_.lower_bound(prefix) : objects_.upper_bound(start_after);
+  for (; it != objects_.end() && it->first.starts_with(prefix); ++it) {
+    if (out.keys.size() == limit) {
+      out.more = true;
+      break;
+    }
+    out.keys.push_back(wire::key_info{it->first, it->second.version, it->second.size});
+  }
+  return out;
+}
+
+std::uint64_t directory::count(std::string_view prefix) const {
+  std::uint64_t n = 0;
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) ++n;
+  return n;
 }
 
 const object_entry* directory::find(const std::string& key) const {

@@ -18,11 +18,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "actors/common/endpoint.hpp"
 #include "runtime/node_id.hpp"
+#include "runtime/wire/messages.hpp"
 #include "sluice/result.hpp"
 
 namespace sluice::master {
@@ -38,6 +40,7 @@ struct pending_entry {
   std::uint64_t size = 0;
   node_id holder;
   clock_time expires;
+  wire::put_condition condition;
 };
 
 /// A version some holder should free.
@@ -57,12 +60,20 @@ struct commit_outcome {
 class directory {
  public:
   /// Records a pending version of `key` on `holder`; returns the version.
+  /// A conditional put is checked again when it commits.
   std::uint64_t begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                          clock_time expires);
+                          clock_time expires, wire::put_condition condition = {});
+
+  /// Whether the key's committed version meets `condition` now; fails
+  /// with `conflict` saying why not.
+  result<void> check(const std::string& key, const wire::put_condition& condition) const;
 
   /// Makes the pending `version` visible. Fails with `not_found` when no
-  /// such pending version exists (it expired or was aborted) and with
-  /// `invalid_argument` when `key` or `holder` do not match it.
+  /// such pending version exists (it expired or was aborted), with
+  /// `invalid_argument` when `key` or `holder` do not match it, and with
+  /// `conflict` (forgetting it) when it is conditional and the key changed
+  /// so that it no longer holds: a conditional put becomes current or
+  /// fails, it is never committed only to be obsolete.
   result<commit_outcome> commit(const std::string& key, std::uint64_t version, node_id holder);
 
   /// Forgets a pending version; false when there was none.
@@ -91,6 +102,16 @@ class directory {
   std::optional<object_entry> remove(const std::string& key);
 
   std::uint64_t object_count() const noexcept { return objects_.size(); }
+
+  /// Committed keys starting with `prefix` after `start_after`, in bytewise
+  /// order, at most `limit`; `more` when further keys match.
+  struct listing {
+    std::vector<wire::key_info> keys;
+    bool more = false;
+  };
+  listing list(std::string_view prefix, std::string_view start_after, std::size_t limit) const;
+  /// How many committed keys start with `prefix`.
+  std::uint64_t count(std::string_view prefix) const;
   std::uint64_t pending_count() const noexcept { return pending_.size(); }
 
   struct holder_usage {
@@ -102,7 +123,8 @@ class directory {
   holder_usage usage_of(node_id holder) const;
 
  private:
-  std::unordered_map<std::string, object_entry> objects_;
+  // Ordered, so that keys list by prefix.
+  std::map<std::string, object_entry, std::less<>> objects_;
   std::map<std::uint64_t, pending_entry> pending_;  // by version
   void forget_pending(std::map<std::uint64_t, pending_entry>::iterator it);
 

@@ -26,6 +26,9 @@ constexpr std::chrono::seconds invalidate_timeout{2};
 /// How long the master waits before it tries again a sync its store
 /// refused for now.
 constexpr std::chrono::milliseconds sync_retry{20};
+/// Keys one listing returns when the request names no limit, and at most.
+constexpr std::uint32_t list_limit_default = 1000;
+constexpr std::uint32_t list_limit_max = 10000;
 
 /// What the master starts from: its durable state, read before the actor
 /// runs.
@@ -281,6 +284,14 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
 
 void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
   auto& st = self->state;
+  if (p.condition.if_absent && p.condition.if_version != 0) {
+    answer_error(self, ctx, error{errc::invalid_argument, "a put may require the key absent or at a version, not both"});
+    return;
+  }
+  if (auto holds = st.dir.check(p.key, p.condition); !holds) {
+    answer_error(self, ctx, holds.error());
+    return;
+  }
   std::vector<master::placement_candidate> candidates;
   for (auto id : st.members.up_owners()) {
     auto* m = st.members.find(id);
@@ -300,7 +311,7 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     return;
   }
   auto expires = ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace);
-  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires);
+  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition);
   st.journal->versions_used(st.dir.next_version());
   changed(self);
   auto* m = st.members.find(*chosen);
@@ -371,6 +382,12 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
                std::optional<served_by> cleared = {}) {
   auto& st = self->state;
   auto* entry = st.dir.find(r.key);
+  if (r.if_version != 0 && (entry == nullptr || entry->version != r.if_version)) {
+    auto now = entry == nullptr ? std::string{"has no committed version"}
+                                : "is at version " + std::to_string(entry->version);
+    answer_error(self, ctx, error{errc::conflict, "the key " + now + ", not " + std::to_string(r.if_version)});
+    return;
+  }
   if (may_be_served(entry, ctx.source, cleared)) {
     served_by now{entry->holder, entry->version};
     when_not_served(self, r.key, entry->holder, [self, ctx, r, now] { on_remove(self, ctx, r, now); });
@@ -407,6 +424,12 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
+          [&](const wire::list_keys& l) {
+            auto limit = l.limit == 0 ? list_limit_default : std::min(l.limit, list_limit_max);
+            auto listed = st.dir.list(l.prefix, l.start_after, limit);
+            answer(self, ctx, wire::list_keys_reply{std::move(listed.keys), listed.more});
+          },
+          [&](const wire::count_keys& c) { answer(self, ctx, wire::count_keys_reply{st.dir.count(c.prefix)}); },
           [&](const auto& other) {
             answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +

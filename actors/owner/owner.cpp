@@ -25,6 +25,7 @@ struct reservation {
   transport::link_id link;
   std::string key;
   shared_bytes bytes;
+  wire::put_condition condition;
 };
 
 struct owner_state {
@@ -232,7 +233,8 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
 
 // --- kv, served to clients ------------------------------------------------
 
-void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value) {
+void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
+               wire::put_condition condition) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -241,7 +243,7 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
   }
-  wire::place p{key, value.size(), st.ep->me().id};
+  wire::place p{key, value.size(), st.ep->me().id, condition};
   ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
@@ -297,12 +299,12 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
   });
 }
 
-void serve_remove(self_ptr self, const request_context& ctx, std::string key) {
+void serve_remove(self_ptr self, const request_context& ctx, std::string key, std::uint64_t if_version) {
   auto& st = self->state;
   st.index->erase(key);
   auto change = st.next_change++;
   st.latest_change[key] = change;  // no earlier commit may publish now
-  ask_master(self, wire::remove_key{key}, ctx.deadline, [self, ctx, key, change](result<wire::message> reply) {
+  ask_master(self, wire::remove_key{key, if_version}, ctx.deadline, [self, ctx, key, change](result<wire::message> reply) {
     auto& st = self->state;
     if (auto it = st.latest_change.find(key); it != st.latest_change.end() && it->second == change) {
       st.latest_change.erase(it);
@@ -323,11 +325,13 @@ void serve_exists(self_ptr self, const request_context& ctx, std::string key) {
   });
 }
 
-void forward_status(self_ptr self, const request_context& ctx) {
-  ask_master(self, wire::cluster_status{}, ctx.deadline, [self, ctx](result<wire::message> reply) {
-    auto status = reply_body<wire::cluster_status_reply>(reply);
-    if (!status) return self->state.ep->reply_error(ctx, status.error());
-    self->state.ep->reply(ctx, std::move(*status));
+/// Asks the master on a client's behalf and passes its answer on.
+template <class Reply>
+void forward_to_master(self_ptr self, const request_context& ctx, wire::body request) {
+  ask_master(self, std::move(request), ctx.deadline, [self, ctx](result<wire::message> reply) {
+    auto body = reply_body<Reply>(reply);
+    if (!body) return self->state.ep->reply_error(ctx, body.error());
+    self->state.ep->reply(ctx, std::move(*body));
   });
 }
 
@@ -352,7 +356,7 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
                                          "this owner has no shared-memory pool; send the value with a put"});
   }
   auto id = st.next_reservation++;
-  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes)});
+  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
 }
 
@@ -365,7 +369,7 @@ void serve_commit_reservation(self_ptr self, const request_context& ctx, std::ui
   }
   auto r = std::move(it->second);
   st.reservations.erase(it);
-  serve_put(self, ctx, std::move(r.key), std::move(r.bytes));
+  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition);
 }
 
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
@@ -381,11 +385,13 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto ctx = st.ep->context_of(link, msg);
   std::visit(
       overloaded{
-          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload)); },
+          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition); },
           [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
-          [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key)); },
+          [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key), r.if_version); },
           [&](wire::kv_exists& e) { serve_exists(self, ctx, std::move(e.key)); },
-          [&](wire::cluster_status&) { forward_status(self, ctx); },
+          [&](wire::cluster_status& s) { forward_to_master<wire::cluster_status_reply>(self, ctx, s); },
+          [&](wire::list_keys& l) { forward_to_master<wire::list_keys_reply>(self, ctx, std::move(l)); },
+          [&](wire::count_keys& c) { forward_to_master<wire::count_keys_reply>(self, ctx, std::move(c)); },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) {

@@ -1,4 +1,4 @@
-// sluice kv put | get | rm | exists: one call each against an owner.
+// sluice kv put | get | rm | exists | ls | count: calls against an owner.
 
 #include <cstdio>
 #include <fstream>
@@ -6,6 +6,8 @@
 #include <iterator>
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "api/cli/cli.hpp"
 #include "sluice/client.hpp"
@@ -20,15 +22,18 @@ struct kv_flags {
   std::string output;  // get: FILE
   std::string config;  // [client] settings
   int timeout_ms = 0;  // 0: from the config, else 5 s
+  bool if_absent = false;         // put
+  std::uint64_t if_version = 0;   // put, rm
+  std::uint64_t limit = 0;        // ls: 0 = every key
+  std::string start_after;        // ls
+  bool json = false;              // ls
 };
 
-/// The key as shown in messages: long keys are cut, bytes that are not
-/// printable are escaped.
-std::string shown(const std::string& key) {
-  constexpr std::size_t shown_max = 64;
+/// Every byte of `key`, printable, with the rest escaped as \xNN.
+std::string escaped(const std::string& key) {
   std::string out;
-  for (std::size_t i = 0; i < key.size() && i < shown_max; ++i) {
-    auto c = static_cast<unsigned char>(key[i]);
+  for (auto ch : key) {
+    auto c = static_cast<unsigned char>(ch);
     if (c >= 0x20 && c < 0x7f && c != '\\') {
       out += static_cast<char>(c);
     } else {
@@ -37,8 +42,15 @@ std::string shown(const std::string& key) {
       out += esc;
     }
   }
-  if (key.size() > shown_max) out += "... (" + std::to_string(key.size()) + " bytes)";
   return out;
+}
+
+/// The key as shown in messages: long keys are cut, bytes that are not
+/// printable are escaped.
+std::string shown(const std::string& key) {
+  constexpr std::size_t shown_max = 64;
+  if (key.size() <= shown_max) return escaped(key);
+  return escaped(key.substr(0, shown_max)) + "... (" + std::to_string(key.size()) + " bytes)";
 }
 
 /// An operation that failed with a typed error: exit 1.
@@ -73,7 +85,8 @@ int run_put(const kv_flags& f) {
   if (!bytes) return usage("put", bytes.error());
   auto c = open(f);
   if (!c) return report("put", f.key, c.error());
-  auto version = (*c)->put(f.key, *bytes);
+  put_options options{.if_absent = f.if_absent, .if_version = f.if_version};
+  auto version = (*c)->put(f.key, *bytes, options);
   if (!version) return report("put", f.key, version.error());
   std::cerr << "put '" << shown(f.key) << "': " << bytes->size() << " bytes, version " << *version << "\n";
   return exit_ok;
@@ -98,7 +111,7 @@ int run_get(const kv_flags& f) {
 int run_rm(const kv_flags& f) {
   auto c = open(f);
   if (!c) return report("rm", f.key, c.error());
-  auto existed = (*c)->remove(f.key);
+  auto existed = (*c)->remove(f.key, remove_options{.if_version = f.if_version});
   if (!existed) return report("rm", f.key, existed.error());
   if (!*existed) return report("rm", f.key, error{errc::not_found, "key has no committed version"});
   std::cerr << "removed '" << shown(f.key) << "'\n";
@@ -114,9 +127,56 @@ int run_exists(const kv_flags& f) {
   return *found ? exit_ok : exit_failed;
 }
 
-CLI::App* add_kv_subcommand(CLI::App& kv, const char* name, const char* help, kv_flags& f) {
+int run_ls(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("ls", f.key, c.error());
+  list_options options{.start_after = f.start_after};
+  std::uint64_t listed = 0;
+  bool more = true;
+  nlohmann::json keys = nlohmann::json::array();
+  while (more && (f.limit == 0 || listed < f.limit)) {
+    if (f.limit != 0) options.limit = static_cast<std::uint32_t>(std::min<std::uint64_t>(f.limit - listed, 10000));
+    auto page = (*c)->list(f.key, options);
+    if (!page) return report("ls", f.key, page.error());
+    for (auto& k : page->keys) {
+      if (f.json) {
+        keys.push_back({{"key", escaped(k.key)}, {"version", k.version}, {"size", k.size}});
+      } else {
+        std::cout << escaped(k.key) << '\t' << k.version << '\t' << k.size << '\n';
+      }
+    }
+    listed += page->keys.size();
+    more = page->more;
+    if (!page->keys.empty()) options.start_after = page->keys.back().key;
+  }
+  if (f.json) {
+    nlohmann::json out = {{"keys", keys}, {"more", more}};
+    if (more) out["next"] = escaped(options.start_after);
+    std::cout << out.dump(2) << '\n';
+  } else if (more) {
+    std::cerr << "(more keys match; continue with --start-after '" << escaped(options.start_after) << "')\n";
+  }
+  std::cout.flush();
+  return exit_ok;
+}
+
+int run_count(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("count", f.key, c.error());
+  auto n = (*c)->count(f.key);
+  if (!n) return report("count", f.key, n.error());
+  std::cout << *n << '\n';
+  return exit_ok;
+}
+
+CLI::App* add_kv_subcommand(CLI::App& kv, const char* name, const char* help, kv_flags& f,
+                            bool takes_prefix = false) {
   auto* cmd = kv.add_subcommand(name, help);
-  cmd->add_option("KEY", f.key, "The key")->required();
+  if (takes_prefix) {
+    cmd->add_option("PREFIX", f.key, "List keys starting with PREFIX (default: every key)");
+  } else {
+    cmd->add_option("KEY", f.key, "The key")->required();
+  }
   cmd->add_option("--connect", f.connect, "The owner's HOST:PORT")->capture_default_str();
   cmd->add_option("--timeout-ms", f.timeout_ms,
                   "Deadline of the call in milliseconds (default: [client] request_timeout, 5 s)")
@@ -130,11 +190,15 @@ CLI::App* add_kv_subcommand(CLI::App& kv, const char* name, const char* help, kv
 
 void add_kv_commands(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<kv_flags>();
-  auto* kv = app.add_subcommand("kv", "Put, get, remove keys");
+  auto* kv = app.add_subcommand("kv", "Put, get, remove, list keys");
   kv->require_subcommand(1);
 
   auto* put = add_kv_subcommand(*kv, "put", "Store the bytes of FILE (or stdin) under KEY", *f);
   put->add_option("FILE", f->source, "File to read, or - for stdin (default)");
+  auto* absent = put->add_flag("--if-absent", f->if_absent, "Store only if KEY has no committed version (exit 1, conflict, otherwise)");
+  put->add_option("--if-version", f->if_version, "Store only if KEY's committed version is N")
+      ->check(CLI::PositiveNumber)
+      ->excludes(absent);
   put->callback([f, &exit_code] { exit_code = run_put(*f); });
 
   auto* get = add_kv_subcommand(*kv, "get", "Write the value of KEY to stdout", *f);
@@ -142,10 +206,21 @@ void add_kv_commands(CLI::App& app, int& exit_code) {
   get->callback([f, &exit_code] { exit_code = run_get(*f); });
 
   auto* rm = add_kv_subcommand(*kv, "rm", "Remove KEY (exit 1 when it did not exist)", *f);
+  rm->add_option("--if-version", f->if_version, "Remove only if KEY's committed version is N")
+      ->check(CLI::PositiveNumber);
   rm->callback([f, &exit_code] { exit_code = run_rm(*f); });
 
   auto* exists = add_kv_subcommand(*kv, "exists", "Print yes/no (exit 0/1)", *f);
   exists->callback([f, &exit_code] { exit_code = run_exists(*f); });
+
+  auto* ls = add_kv_subcommand(*kv, "ls", "List keys (KEY, VERSION, SIZE per line) in bytewise order", *f, true);
+  ls->add_option("--limit", f->limit, "List at most N keys")->check(CLI::PositiveNumber);
+  ls->add_option("--start-after", f->start_after, "List keys after this one (to continue a listing)");
+  ls->add_flag("--json", f->json, "Print JSON instead of lines");
+  ls->callback([f, &exit_code] { exit_code = run_ls(*f); });
+
+  auto* count = add_kv_subcommand(*kv, "count", "Print how many keys start with PREFIX", *f, true);
+  count->callback([f, &exit_code] { exit_code = run_count(*f); });
 }
 
 }  // namespace sluice::cli

@@ -59,6 +59,13 @@ std::chrono::milliseconds effective(const client::impl& c, call_options o) {
   return o.timeout.count() > 0 ? o.timeout : c.options.timeout;
 }
 
+result<wire::put_condition> condition_of(const put_options& o) {
+  if (o.if_absent && o.if_version != 0) {
+    return fail(errc::invalid_argument, "a put may require the key absent or at a version, not both");
+  }
+  return wire::put_condition{o.if_absent, o.if_version};
+}
+
 // --- reply conversions ---------------------------------------------------
 
 result<std::uint64_t> to_version(result<wire::message>& reply) {
@@ -181,7 +188,7 @@ void client::put_async(std::string_view key, std::span<const std::byte> bytes,
                        std::function<void(result<std::uint64_t>)> done, call_options options) {
   if (auto ok = check_key(key); !ok) return done(ok.error());
   // One copy: the caller's buffer may be gone before the bytes are sent.
-  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}}, shared_bytes::copy_of(bytes),
+  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}, {}}, shared_bytes::copy_of(bytes),
                       options, to_version, std::move(done));
 }
 
@@ -194,7 +201,7 @@ void client::get_async(std::string_view key, std::function<void(result<value>)> 
 void client::remove_async(std::string_view key, std::function<void(result<bool>)> done,
                           call_options options) {
   if (auto ok = check_key(key); !ok) return done(ok.error());
-  call<bool>(*impl_, wire::kv_remove{std::string{key}}, {}, options, to_removed, std::move(done));
+  call<bool>(*impl_, wire::kv_remove{std::string{key}, 0}, {}, options, to_removed, std::move(done));
 }
 
 void client::exists_async(std::string_view key, std::function<void(result<bool>)> done,
@@ -219,11 +226,19 @@ std::future<result<value>> client::get_async(std::string_view key, call_options 
 
 result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
                                   call_options options) {
+  return put(key, bytes, put_options{.timeout = options.timeout});
+}
+
+result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
+                                  const put_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
+  auto condition = condition_of(o);
+  if (!condition) return std::move(condition).error();
+  call_options options{o.timeout};
   if (bytes.size() >= copy_once_bytes_min && !impl_->shm_address.empty()) {
     // Large: one copy, into the pool; two round trips cost less than
     // three copies of the value would.
-    auto w = reserve(key, bytes.size(), options);
+    auto w = reserve(key, bytes.size(), o);
     if (w && w->bytes().size() == bytes.size()) {
       std::memcpy(w->bytes().data(), bytes.data(), bytes.size());
       return w->commit(options);
@@ -232,13 +247,19 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
   // The caller waits anyway: the request is sent from its own thread, and
   // the bytes go straight from its buffer into the ring (one copy).
   shared_bytes payload{nullptr, bytes};
-  if (auto r = direct_call(*impl_, wire::kv_put{std::string{key}}, payload, effective(*impl_, options))) {
-    return to_version(*r);
-  }
-  return wait_for(put_async(key, bytes, options), effective(*impl_, options));
+  wire::kv_put request{std::string{key}, *condition};
+  if (auto r = direct_call(*impl_, request, payload, effective(*impl_, options))) return to_version(*r);
+  auto [done, future] = promise_callback<std::uint64_t>();
+  call<std::uint64_t>(*impl_, std::move(request), shared_bytes::copy_of(bytes), options, to_version,
+                      std::move(done));
+  return wait_for(std::move(future), effective(*impl_, options));
 }
 
 result<std::uint64_t> client::put(std::string_view key, std::string_view text, call_options options) {
+  return put(key, as_bytes(text), options);
+}
+
+result<std::uint64_t> client::put(std::string_view key, std::string_view text, const put_options& options) {
   return put(key, as_bytes(text), options);
 }
 
@@ -251,12 +272,16 @@ result<value> client::get(std::string_view key, call_options options) {
 }
 
 result<bool> client::remove(std::string_view key, call_options options) {
+  return remove(key, remove_options{.timeout = options.timeout});
+}
+
+result<bool> client::remove(std::string_view key, const remove_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
-  if (auto r = direct_call(*impl_, wire::kv_remove{std::string{key}}, {}, effective(*impl_, options))) {
-    return to_removed(*r);
-  }
+  call_options options{o.timeout};
+  wire::kv_remove request{std::string{key}, o.if_version};
+  if (auto r = direct_call(*impl_, request, {}, effective(*impl_, options))) return to_removed(*r);
   auto [done, future] = promise_callback<bool>();
-  remove_async(key, std::move(done), options);
+  call<bool>(*impl_, std::move(request), {}, options, to_removed, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
@@ -267,6 +292,64 @@ result<bool> client::exists(std::string_view key, call_options options) {
   }
   auto [done, future] = promise_callback<bool>();
   exists_async(key, std::move(done), options);
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+std::vector<result<bool>> client::remove_batch(std::span<const std::string_view> keys, call_options options) {
+  std::vector<std::future<result<bool>>> pending;
+  pending.reserve(keys.size());
+  for (auto key : keys) {
+    auto [done, future] = promise_callback<bool>();
+    remove_async(key, std::move(done), options);
+    pending.push_back(std::move(future));
+  }
+  std::vector<result<bool>> out;
+  out.reserve(keys.size());
+  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
+  return out;
+}
+
+std::vector<result<bool>> client::exists_batch(std::span<const std::string_view> keys, call_options options) {
+  std::vector<std::future<result<bool>>> pending;
+  pending.reserve(keys.size());
+  for (auto key : keys) {
+    auto [done, future] = promise_callback<bool>();
+    exists_async(key, std::move(done), options);
+    pending.push_back(std::move(future));
+  }
+  std::vector<result<bool>> out;
+  out.reserve(keys.size());
+  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
+  return out;
+}
+
+result<key_page> client::list(std::string_view prefix, const list_options& o) {
+  if (prefix.size() > max_key_bytes) return fail(errc::invalid_argument, "the prefix is longer than any key may be");
+  call_options options{o.timeout};
+  auto convert = [](result<wire::message>& reply) -> result<key_page> {
+    auto body = reply_body<wire::list_keys_reply>(reply);
+    if (!body) return std::move(body).error();
+    key_page out;
+    out.more = body->more;
+    out.keys.reserve(body->keys.size());
+    for (auto& k : body->keys) out.keys.push_back(key_info{std::move(k.key), k.version, k.size});
+    return out;
+  };
+  auto [done, future] = promise_callback<key_page>();
+  call<key_page>(*impl_, wire::list_keys{std::string{prefix}, o.start_after, o.limit}, {}, options, convert,
+                 std::move(done));
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+result<std::uint64_t> client::count(std::string_view prefix, call_options options) {
+  if (prefix.size() > max_key_bytes) return fail(errc::invalid_argument, "the prefix is longer than any key may be");
+  auto convert = [](result<wire::message>& reply) -> result<std::uint64_t> {
+    auto body = reply_body<wire::count_keys_reply>(reply);
+    if (!body) return std::move(body).error();
+    return body->count;
+  };
+  auto [done, future] = promise_callback<std::uint64_t>();
+  call<std::uint64_t>(*impl_, wire::count_keys{std::string{prefix}}, {}, options, convert, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
@@ -281,6 +364,7 @@ result<cluster_status> client::status(call_options options) {
 struct writable_value::impl {
   client::impl* owner = nullptr;  // REQUIRES: the client outlives this value
   std::string key;
+  wire::put_condition condition;  // checked at commit
   std::span<std::byte> bytes;
   std::shared_ptr<void> keep;                // the mapping, or the local buffer
   std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
@@ -321,18 +405,21 @@ result<std::uint64_t> writable_value::commit(call_options options) {
   } else {
     // A local buffer: it goes as the put's payload, without a copy.
     shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key}, std::move(payload), options, to_version, std::move(done));
+    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition}, std::move(payload), options, to_version,
+                        std::move(done));
   }
   return wait_for(std::move(future), effective(c, options));
 }
 
 namespace {
 
-result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size) {
+result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
+                                    wire::put_condition condition) {
   auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
   auto state = std::make_unique<writable_value::impl>();
   state->owner = &c;
   state->key = std::string{key};
+  state->condition = condition;
   state->bytes = buffer->span();
   state->keep = std::move(buffer);
   return writable_value{std::move(state)};
@@ -359,12 +446,19 @@ result<writable_value> in_pool(client::impl& c, std::string_view key, const wire
 }  // namespace
 
 result<writable_value> client::reserve(std::string_view key, std::uint64_t size, call_options options) {
+  return reserve(key, size, put_options{.timeout = options.timeout});
+}
+
+result<writable_value> client::reserve(std::string_view key, std::uint64_t size, const put_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
+  auto condition = condition_of(o);
+  if (!condition) return std::move(condition).error();
+  call_options options{o.timeout};
   auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size);
+  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition);
   auto [done, future] = promise_callback<wire::kv_reserve_reply>();
   auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size}, {}, options, convert,
+  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition}, {}, options, convert,
                                std::move(done));
   auto reserved = wait_for(std::move(future), effective(*impl_, options));
   if (!reserved) return std::move(reserved).error();

@@ -124,6 +124,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setKey(as_data(x.key));
             p.setSize(x.size);
             p.setPreferred(x.preferred.value);
+            p.setIfAbsent(x.condition.if_absent);
+            p.setIfVersion(x.condition.if_version);
           },
           [&](const place_reply& x) {
             auto p = b.initPlaceReply();
@@ -145,17 +147,30 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto list = l.initReplicas(static_cast<unsigned>(x.replicas.size()));
             for (unsigned i = 0; i < x.replicas.size(); ++i) set_replica(list[i], x.replicas[i]);
           },
-          [&](const remove_key& x) { b.initRemoveKey().setKey(as_data(x.key)); },
+          [&](const remove_key& x) {
+            auto r = b.initRemoveKey();
+            r.setKey(as_data(x.key));
+            r.setIfVersion(x.if_version);
+          },
           [&](const remove_key_reply& x) { b.setRemoveKeyReply(x.existed); },
           [&](const drop& x) { set_key_version(b.initDrop(), x.key, x.version); },
           [&](const fetch& x) { set_key_version(b.initFetch(), x.key, x.version); },
           [&](const fetch_reply& x) { b.setFetchReply(x.version); },
           [&](const store& x) { set_key_version(b.initStore(), x.key, x.version); },
-          [&](const kv_put& x) { b.initKvPut().setKey(as_data(x.key)); },
+          [&](const kv_put& x) {
+            auto p = b.initKvPut();
+            p.setKey(as_data(x.key));
+            p.setIfAbsent(x.condition.if_absent);
+            p.setIfVersion(x.condition.if_version);
+          },
           [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
           [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
           [&](const kv_get_reply& x) { b.setKvGetReply(x.version); },
-          [&](const kv_remove& x) { b.initKvRemove().setKey(as_data(x.key)); },
+          [&](const kv_remove& x) {
+            auto r = b.initKvRemove();
+            r.setKey(as_data(x.key));
+            r.setIfVersion(x.if_version);
+          },
           [&](const kv_remove_reply& x) { b.setKvRemoveReply(x.existed); },
           [&](const kv_exists& x) { b.initKvExists().setKey(as_data(x.key)); },
           [&](const kv_exists_reply& x) { b.setKvExistsReply(x.exists); },
@@ -167,6 +182,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto r = b.initKvReserve();
             r.setKey(as_data(x.key));
             r.setSize(x.size);
+            r.setIfAbsent(x.condition.if_absent);
+            r.setIfVersion(x.condition.if_version);
           },
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
@@ -180,6 +197,24 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
           [&](const invalidate& x) { b.initInvalidate().setKey(as_data(x.key)); },
           [&](const commit_reply& x) { b.setCommitReply(x.current); },
+          [&](const list_keys& x) {
+            auto l = b.initListKeys();
+            l.setPrefix(as_data(x.prefix));
+            l.setStartAfter(as_data(x.start_after));
+            l.setLimit(x.limit);
+          },
+          [&](const list_keys_reply& x) {
+            auto l = b.initListKeysReply();
+            auto list = l.initKeys(static_cast<unsigned>(x.keys.size()));
+            for (unsigned i = 0; i < x.keys.size(); ++i) {
+              list[i].setKey(as_data(x.keys[i].key));
+              list[i].setVersion(x.keys[i].version);
+              list[i].setSize(x.keys[i].size);
+            }
+            l.setMore(x.more);
+          },
+          [&](const count_keys& x) { b.initCountKeys().setKey(as_data(x.prefix)); },
+          [&](const count_keys_reply& x) { b.setCountKeysReply(x.count); },
       },
       msg);
 }
@@ -237,7 +272,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
     case W::PLACE: {
       auto p = b.getPlace();
-      return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()}}};
+      return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
+                        put_condition{p.getIfAbsent(), p.getIfVersion()}}};
     }
     case W::PLACE_REPLY: {
       auto p = b.getPlaceReply();
@@ -258,7 +294,10 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       for (auto r : l.getReplicas()) out.replicas.push_back(read_replica(r));
       return body{std::move(out)};
     }
-    case W::REMOVE_KEY: return body{remove_key{from_data(b.getRemoveKey().getKey())}};
+    case W::REMOVE_KEY: {
+      auto r = b.getRemoveKey();
+      return body{remove_key{from_data(r.getKey()), r.getIfVersion()}};
+    }
     case W::REMOVE_KEY_REPLY: return body{remove_key_reply{b.getRemoveKeyReply()}};
     case W::DROP: {
       auto d = b.getDrop();
@@ -273,11 +312,17 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       auto x = b.getStore();
       return body{store{from_data(x.getKey()), x.getVersion()}};
     }
-    case W::KV_PUT: return body{kv_put{from_data(b.getKvPut().getKey())}};
+    case W::KV_PUT: {
+      auto p = b.getKvPut();
+      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}}};
+    }
     case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
     case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
     case W::KV_GET_REPLY: return body{kv_get_reply{b.getKvGetReply()}};
-    case W::KV_REMOVE: return body{kv_remove{from_data(b.getKvRemove().getKey())}};
+    case W::KV_REMOVE: {
+      auto r = b.getKvRemove();
+      return body{kv_remove{from_data(r.getKey()), r.getIfVersion()}};
+    }
     case W::KV_REMOVE_REPLY: return body{kv_remove_reply{b.getKvRemoveReply()}};
     case W::KV_EXISTS: return body{kv_exists{from_data(b.getKvExists().getKey())}};
     case W::KV_EXISTS_REPLY: return body{kv_exists_reply{b.getKvExistsReply()}};
@@ -287,7 +332,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::LEAVE: return body{leave{}};
     case W::KV_RESERVE: {
       auto r = b.getKvReserve();
-      return body{kv_reserve{from_data(r.getKey()), r.getSize()}};
+      return body{kv_reserve{from_data(r.getKey()), r.getSize(),
+                             put_condition{r.getIfAbsent(), r.getIfVersion()}}};
     }
     case W::KV_RESERVE_REPLY: {
       auto r = b.getKvReserveReply();
@@ -298,6 +344,19 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::KV_ABORT: return body{kv_abort{b.getKvAbort()}};
     case W::INVALIDATE: return body{invalidate{from_data(b.getInvalidate().getKey())}};
     case W::COMMIT_REPLY: return body{commit_reply{b.getCommitReply()}};
+    case W::LIST_KEYS: {
+      auto l = b.getListKeys();
+      return body{list_keys{from_data(l.getPrefix()), from_data(l.getStartAfter()), l.getLimit()}};
+    }
+    case W::LIST_KEYS_REPLY: {
+      auto l = b.getListKeysReply();
+      list_keys_reply out;
+      out.more = l.getMore();
+      for (auto k : l.getKeys()) out.keys.push_back(key_info{from_data(k.getKey()), k.getVersion(), k.getSize()});
+      return body{std::move(out)};
+    }
+    case W::COUNT_KEYS: return body{count_keys{from_data(b.getCountKeys().getKey())}};
+    case W::COUNT_KEYS_REPLY: return body{count_keys_reply{b.getCountKeysReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -442,7 +501,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -86,10 +86,20 @@ struct replica {
 };
 
 /// Asks the master where a new version of `key` goes.
+/// What a put requires of the key's committed version when it is placed
+/// and again when it commits; otherwise it fails with `conflict`.
+struct put_condition {
+  bool if_absent = false;         ///< the key has no committed version
+  std::uint64_t if_version = 0;   ///< non-zero: the committed version is this one
+  bool any() const noexcept { return if_absent || if_version != 0; }
+  friend bool operator==(const put_condition&, const put_condition&) = default;
+};
+
 struct place {
   std::string key;
   std::uint64_t size = 0;
   node_id preferred;  ///< the owner the put came through
+  put_condition condition;
 };
 
 struct place_reply {
@@ -122,6 +132,7 @@ struct locate_reply {
 
 struct remove_key {
   std::string key;
+  std::uint64_t if_version = 0;  ///< non-zero: only while this version is committed
 };
 
 struct remove_key_reply {
@@ -171,6 +182,7 @@ struct store {
 /// Put the frame payload under `key`.
 struct kv_put {
   std::string key;
+  put_condition condition;
 };
 
 struct kv_put_reply {
@@ -188,6 +200,7 @@ struct kv_get_reply {
 
 struct kv_remove {
   std::string key;
+  std::uint64_t if_version = 0;  ///< non-zero: only while this version is committed
 };
 
 struct kv_remove_reply {
@@ -214,6 +227,7 @@ struct pool_region {
 struct kv_reserve {
   std::string key;
   std::uint64_t size = 0;
+  put_condition condition;  ///< checked when the reservation commits
 };
 
 struct kv_reserve_reply {
@@ -230,6 +244,37 @@ struct kv_commit {
 /// The client gives a reservation up (one-way).
 struct kv_abort {
   std::uint64_t reservation = 0;
+};
+
+// --- listing (client -> owner -> master) ---------------------------------
+
+/// Committed keys starting with `prefix`, in bytewise order, after
+/// `start_after`, at most `limit` of them.
+struct list_keys {
+  std::string prefix;
+  std::string start_after;
+  std::uint32_t limit = 0;
+};
+
+struct key_info {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  friend bool operator==(const key_info&, const key_info&) = default;
+};
+
+struct list_keys_reply {
+  std::vector<key_info> keys;
+  bool more = false;  ///< keys after the last one listed match too
+};
+
+/// How many committed keys start with `prefix`.
+struct count_keys {
+  std::string prefix;
+};
+
+struct count_keys_reply {
+  std::uint64_t count = 0;
 };
 
 // --- status --------------------------------------------------------------
@@ -267,7 +312,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           kv_remove_reply, kv_exists, kv_exists_reply,
                           cluster_status, cluster_status_reply, ping, leave,
                           kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
-                          invalidate, commit_reply>;
+                          invalidate, commit_reply, list_keys, list_keys_reply,
+                          count_keys, count_keys_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -32,17 +32,17 @@ struct Envelope {
     abortPut @16 :KeyVersion;
     locate @17 :Key;
     locateReply @18 :LocateReply;
-    removeKey @19 :Key;
+    removeKey @19 :RemoveKey;
     removeKeyReply @20 :Bool;        # existed
     drop @21 :KeyVersion;
     fetch @22 :KeyVersion;
     fetchReply @23 :UInt64;          # version
     store @24 :KeyVersion;
-    kvPut @25 :Key;
+    kvPut @25 :KvPut;
     kvPutReply @26 :UInt64;          # version
     kvGet @27 :Key;
     kvGetReply @28 :UInt64;          # version
-    kvRemove @29 :Key;
+    kvRemove @29 :RemoveKey;
     kvRemoveReply @30 :Bool;         # existed
     kvExists @31 :Key;
     kvExistsReply @32 :Bool;         # exists
@@ -50,12 +50,16 @@ struct Envelope {
     clusterStatusReply @34 :ClusterStatusReply;
     ping @35 :Void;
     leave @36 :Void;
-    kvReserve @37 :KeySize;
+    kvReserve @37 :KvReserve;
     kvReserveReply @38 :ReserveReply;
     kvCommit @39 :UInt64;            # reservation
     kvAbort @40 :UInt64;             # reservation
     invalidate @41 :Key;
     commitReply @42 :Bool;           # current
+    listKeys @43 :ListKeys;
+    listKeysReply @44 :ListKeysReply;
+    countKeys @45 :Key;              # the key is the prefix
+    countKeysReply @46 :UInt64;      # matching keys
   }
 }
 
@@ -90,6 +94,44 @@ struct KeyVersion {
 struct KeySize {
   key @0 :Data;
   size @1 :UInt64;
+}
+
+# A put's condition, checked when it is placed and again when it commits:
+# ifAbsent — the key has no committed version; ifVersion (non-zero) — the
+# key's committed version is this one. At most one of them is set.
+struct KvPut {
+  key @0 :Data;
+  ifAbsent @1 :Bool;
+  ifVersion @2 :UInt64;
+}
+
+struct KvReserve {
+  key @0 :Data;
+  size @1 :UInt64;
+  ifAbsent @2 :Bool;
+  ifVersion @3 :UInt64;
+}
+
+struct RemoveKey {
+  key @0 :Data;
+  ifVersion @1 :UInt64;    # non-zero: remove only this committed version
+}
+
+struct ListKeys {
+  prefix @0 :Data;
+  startAfter @1 :Data;     # keys after this one (sorted bytewise); empty: from the start
+  limit @2 :UInt32;
+}
+
+struct KeyInfo {
+  key @0 :Data;
+  version @1 :UInt64;
+  size @2 :UInt64;
+}
+
+struct ListKeysReply {
+  keys @0 :List(KeyInfo);
+  more @1 :Bool;           # keys after the last one listed match too
 }
 
 struct PoolRegion {
@@ -136,6 +178,8 @@ struct Place {
   key @0 :Data;
   size @1 :UInt64;
   preferred @2 :UInt64;
+  ifAbsent @3 :Bool;
+  ifVersion @4 :UInt64;
 }
 
 struct PlaceReply {

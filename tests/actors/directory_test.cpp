@@ -145,3 +145,67 @@ TEST_CASE("directory: a put placed before a removed newer version never becomes 
   REQUIRE(d.commit("k", fresh, a).ok());
   CHECK(d.find("k")->version == fresh);
 }
+
+TEST_CASE("directory: conditional puts commit only while their condition holds") {
+  using sluice::wire::put_condition;
+  directory d;
+  const put_condition absent{true, 0};
+  // Two racing only-if-absent puts: both start, the first commit wins.
+  auto first = d.begin_put("k", 1, a, t0 + 1s, absent);
+  auto second = d.begin_put("k", 1, b, t0 + 1s, absent);
+  REQUIRE(d.commit("k", first, a).ok());
+  auto lost = d.commit("k", second, b);
+  CHECK(lost.code() == sluice::errc::conflict);
+  CHECK(d.find("k")->version == first);
+  CHECK(d.pending_count() == 0);
+  CHECK(d.check("k", absent).code() == sluice::errc::conflict);
+
+  // Only-if-version: the expected version must still be the current one.
+  auto cas = d.begin_put("k", 2, a, t0 + 1s, put_condition{false, first});
+  auto plain = d.begin_put("k", 3, b, t0 + 1s);
+  REQUIRE(d.commit("k", plain, b).ok());
+  CHECK(d.commit("k", cas, a).code() == sluice::errc::conflict);
+  CHECK(d.find("k")->version == plain);
+  auto cas2 = d.begin_put("k", 4, a, t0 + 1s, put_condition{false, plain});
+  REQUIRE(d.commit("k", cas2, a).ok());
+  CHECK(d.find("k")->version == cas2);
+
+  // A key removed after a newer version existed: an older only-if-absent
+  // put may not resurrect it under a smaller version.
+  auto late = d.begin_put("j", 1, a, t0 + 1s, absent);
+  auto newer = d.begin_put("j", 1, b, t0 + 1s);
+  REQUIRE(d.commit("j", newer, b).ok());
+  REQUIRE(d.remove("j").has_value());
+  CHECK(d.commit("j", late, a).code() == sluice::errc::conflict);
+  CHECK(d.find("j") == nullptr);
+  CHECK(d.check("nothing", put_condition{false, 7}).code() == sluice::errc::conflict);
+}
+
+TEST_CASE("directory: keys list by prefix in order, a page at a time") {
+  directory d;
+  for (auto key : {"b/2", "a/1", "b/1", "b/10", "c", "b", "a/2", "b/3"}) {
+    auto v = d.begin_put(key, 5, a, t0 + 1s);
+    REQUIRE(d.commit(key, v, a).ok());
+  }
+  auto page = d.list("b/", "", 2);
+  REQUIRE(page.keys.size() == 2);
+  CHECK(page.keys[0].key == "b/1");
+  CHECK(page.keys[1].key == "b/10");
+  CHECK(page.keys[0].size == 5);
+  CHECK(page.more);
+  page = d.list("b/", "b/10", 2);
+  REQUIRE(page.keys.size() == 2);
+  CHECK(page.keys[0].key == "b/2");
+  CHECK(page.keys[1].key == "b/3");
+  CHECK_FALSE(page.more);  // exactly exhausted
+  CHECK(d.list("b/", "b/3", 2).keys.empty());
+  CHECK(d.list("", "", 100).keys.size() == 8);
+  CHECK(d.list("", "b/3", 100).keys.size() == 1);  // "c"
+  CHECK(d.list("zz", "", 10).keys.empty());
+  CHECK(d.count("b") == 5);
+  CHECK(d.count("b/") == 4);
+  CHECK(d.count("") == 8);
+  CHECK(d.count("a/3") == 0);
+  d.remove("b/10");
+  CHECK(d.count("b/") == 3);
+}

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
@@ -96,6 +98,35 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   auto again = sluice::test::run(sluice_bin, {"kv", "get", "k", "--connect", up.address});
   CHECK(again.exit_code == 1);
   CHECK(again.err.find("not_found") != std::string::npos);
+
+  // Conditional puts, listing and counting.
+  auto first = sluice::test::run(sluice_bin, {"kv", "put", "dir/a", file, "--if-absent", "--connect", up.address});
+  CHECK_MESSAGE(first.exit_code == 0, first.err);
+  auto second = sluice::test::run(sluice_bin, {"kv", "put", "dir/a", file, "--if-absent", "--connect", up.address});
+  CHECK(second.exit_code == 1);
+  CHECK(second.err.find("conflict") != std::string::npos);
+  auto both = sluice::test::run(sluice_bin, {"kv", "put", "dir/a", file, "--if-absent", "--if-version", "3"});
+  CHECK(both.exit_code == 2);
+  for (auto key : {"dir/b", "dir/c", "other"}) {
+    REQUIRE(sluice::test::run(sluice_bin, {"kv", "put", key, file, "--connect", up.address}).exit_code == 0);
+  }
+  auto ls = sluice::test::run(sluice_bin, {"kv", "ls", "dir/", "--connect", up.address});
+  CHECK_MESSAGE(ls.exit_code == 0, ls.err);
+  CHECK(ls.out.find("dir/a\t") == 0);
+  CHECK(ls.out.find("dir/b\t") != std::string::npos);
+  CHECK(ls.out.find("dir/c\t") != std::string::npos);
+  CHECK(ls.out.find("other") == std::string::npos);
+  CHECK(std::count(ls.out.begin(), ls.out.end(), '\n') == 3);
+  auto limited = sluice::test::run(sluice_bin, {"kv", "ls", "dir/", "--limit", "2", "--json", "--connect", up.address});
+  REQUIRE_MESSAGE(limited.exit_code == 0, limited.err);
+  auto page = nlohmann::json::parse(limited.out);
+  CHECK(page["keys"].size() == 2);
+  CHECK(page["more"] == true);
+  CHECK(page["next"] == "dir/b");
+  auto rest = sluice::test::run(sluice_bin, {"kv", "ls", "dir/", "--start-after", "dir/b", "--connect", up.address});
+  CHECK(rest.out.find("dir/c\t") == 0);
+  auto count = sluice::test::run(sluice_bin, {"kv", "count", "--connect", up.address});
+  CHECK(count.out == "4\n");
   std::remove(file.c_str());
 
   // SIGTERM stops the node cleanly.

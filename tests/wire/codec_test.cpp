@@ -30,7 +30,7 @@ auto fields(const error_reply& x) { return std::tie(x.code, x.message); }
 auto fields(const ok_reply&) { return std::tie(); }
 auto fields(const ping&) { return std::tie(); }
 auto fields(const leave&) { return std::tie(); }
-auto fields(const kv_reserve& x) { return std::tie(x.key, x.size); }
+auto fields(const kv_reserve& x) { return std::tie(x.key, x.size, x.condition); }
 auto fields(const kv_reserve_reply& x) {
   return std::tie(x.reservation, x.where.segment, x.where.offset, x.where.length);
 }
@@ -43,27 +43,31 @@ auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interva
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
-auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred); }
+auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition); }
 auto fields(const place_reply& x) { return std::tie(x.version, x.target); }
 auto fields(const commit& x) { return std::tie(x.key, x.version, x.size); }
 auto fields(const abort_put& x) { return std::tie(x.key, x.version); }
 auto fields(const locate& x) { return std::tie(x.key); }
 auto fields(const locate_reply& x) { return std::tie(x.version, x.size, x.replicas); }
-auto fields(const remove_key& x) { return std::tie(x.key); }
+auto fields(const remove_key& x) { return std::tie(x.key, x.if_version); }
 auto fields(const remove_key_reply& x) { return std::tie(x.existed); }
 auto fields(const drop& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch_reply& x) { return std::tie(x.version); }
 auto fields(const store& x) { return std::tie(x.key, x.version); }
-auto fields(const kv_put& x) { return std::tie(x.key); }
+auto fields(const kv_put& x) { return std::tie(x.key, x.condition); }
 auto fields(const kv_put_reply& x) { return std::tie(x.version); }
 auto fields(const kv_get& x) { return std::tie(x.key); }
 auto fields(const kv_get_reply& x) { return std::tie(x.version); }
-auto fields(const kv_remove& x) { return std::tie(x.key); }
+auto fields(const kv_remove& x) { return std::tie(x.key, x.if_version); }
 auto fields(const kv_remove_reply& x) { return std::tie(x.existed); }
 auto fields(const kv_exists& x) { return std::tie(x.key); }
 auto fields(const kv_exists_reply& x) { return std::tie(x.exists); }
 auto fields(const cluster_status&) { return std::tie(); }
+auto fields(const list_keys& x) { return std::tie(x.prefix, x.start_after, x.limit); }
+auto fields(const list_keys_reply& x) { return std::tie(x.keys, x.more); }
+auto fields(const count_keys& x) { return std::tie(x.prefix); }
+auto fields(const count_keys_reply& x) { return std::tie(x.count); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us);
@@ -151,7 +155,9 @@ std::vector<body> sample_bodies() {
       ok_reply{},
       ping{},
       leave{},
-      kv_reserve{"reserved\0key", 1ULL << 33},
+      kv_reserve{"reserved\0key", 1ULL << 33, {}},
+      kv_reserve{"cond", 1, put_condition{true, 0}},
+      kv_reserve{"cond", 1, put_condition{false, max}},
       kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
       kv_commit{77},
       kv_abort{78},
@@ -162,7 +168,9 @@ std::vector<body> sample_bodies() {
       heartbeat{max, 0},
       heartbeat_reply{true},
       heartbeat_reply{false},
-      place{key_with_nul, 1ULL << 30, node_id{7}},
+      place{key_with_nul, 1ULL << 30, node_id{7}, {}},
+      place{"p", 0, node_id{7}, put_condition{true, 0}},
+      place{"p", 0, node_id{7}, put_condition{false, 12}},
       place_reply{42, replica{node_id{9}, "10.0.0.9:7070"}},
       commit{key_not_utf8, max, 0},
       abort_put{"", 3},
@@ -170,20 +178,31 @@ std::vector<body> sample_bodies() {
       locate_reply{5, 1024, {{node_id{1}, "a"}, {node_id{2}, ""}, {node_id{max}, "c:1"}}},
       locate_reply{0, 0, {}},
       remove_key{key_not_utf8},
+      remove_key{"r", max},
       remove_key_reply{true},
       drop{"k", 1},
       fetch{key_with_nul, 8},
       fetch_reply{8},
       store{key_not_utf8, 9},
-      kv_put{""},
+      kv_put{"", {}},
+      kv_put{"c", put_condition{true, 0}},
+      kv_put{"c", put_condition{false, 99}},
       kv_put_reply{max},
       kv_get{std::string(1000, 'k')},
       kv_get_reply{1},
       kv_remove{key_with_nul},
+      kv_remove{"r", 5},
       kv_remove_reply{false},
       kv_exists{key_not_utf8},
       kv_exists_reply{true},
       cluster_status{},
+      list_keys{"", "", 0},
+      list_keys{key_with_nul, key_not_utf8, 0xffffffffU},
+      list_keys_reply{{}, false},
+      list_keys_reply{{{key_with_nul, 1, 0}, {"b", max, max}}, true},
+      count_keys{""},
+      count_keys{"pre/"},
+      count_keys_reply{max},
       large_status(0),
       large_status(1000),
   };
@@ -301,7 +320,7 @@ TEST_CASE("wire: a 1 MiB payload travels after the envelope byte for byte") {
   for (std::size_t i = 0; i < buffer.size(); ++i)
     buffer.data()[i] = static_cast<std::byte>((i * 131) >> 3);
   auto payload = std::move(buffer).freeze();
-  auto env = sample_envelope(kv_put{key_with_nul});
+  auto env = sample_envelope(kv_put{key_with_nul, {}});
 
   auto frame = encode(env, payload);
   CHECK(frame.payload.data() == payload.data());  // the payload is not copied into the head
@@ -315,7 +334,7 @@ TEST_CASE("wire: a 1 MiB payload travels after the envelope byte for byte") {
 
 TEST_CASE("wire: a frame with a payload larger than the configured limit is rejected") {
   auto frame =
-      frame_bytes(sample_envelope(kv_put{"k"}), shared_bytes::copy_of(std::string(100, 'v')));
+      frame_bytes(sample_envelope(kv_put{"k", {}}), shared_bytes::copy_of(std::string(100, 'v')));
   frame_limits limits;
   limits.max_payload_bytes = 99;
   auto decoded = decode_vector(frame, limits);
@@ -500,7 +519,7 @@ TEST_CASE("wire: random and mutated bytes never crash the decoder") {
   const std::vector<bytes> originals = {
       frame_bytes(sample_envelope(large_status(4))),
       frame_bytes(sample_envelope(locate_reply{1, 2, {{node_id{1}, "a"}, {node_id{2}, "b"}}})),
-      frame_bytes(sample_envelope(kv_put{key_with_nul}),
+      frame_bytes(sample_envelope(kv_put{key_with_nul, {}}),
                   shared_bytes::copy_of(std::string(40, 'v'))),
       frame_bytes(sample_envelope(hello{role::owner, 1, "n", "a"})),
   };
@@ -581,4 +600,8 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(ping{}) == "ping");
   CHECK(body_name(leave{}) == "leave");
   CHECK(body_name(kv_commit{}) == "kv_commit");
+  CHECK(body_name(list_keys{}) == "list_keys");
+  CHECK(body_name(list_keys_reply{}) == "list_keys_reply");
+  CHECK(body_name(count_keys{}) == "count_keys");
+  CHECK(body_name(count_keys_reply{}) == "count_keys_reply");
 }

@@ -61,6 +61,49 @@ struct call_options {
   std::chrono::milliseconds timeout{0};
 };
 
+/// A put's options. A condition is checked when the put starts and again
+/// when it commits; when it does not hold the put fails with `conflict`
+/// and stores nothing.
+struct put_options {
+  /// This call's deadline; 0 means the client's default.
+  std::chrono::milliseconds timeout{0};
+  /// Store only if the key has no committed version.
+  bool if_absent = false;
+  /// Non-zero: store only if the key's committed version is this one.
+  std::uint64_t if_version = 0;
+};
+
+struct remove_options {
+  std::chrono::milliseconds timeout{0};
+  /// Non-zero: remove only if the key's committed version is this one
+  /// (else `conflict`).
+  std::uint64_t if_version = 0;
+};
+
+struct list_options {
+  std::chrono::milliseconds timeout{0};
+  /// List keys after this one (bytewise order): the last key of the
+  /// previous page. Empty: from the first key.
+  std::string start_after{};
+  /// Keys per page; 0 means 1000. The cluster lists at most 10000 at once.
+  std::uint32_t limit = 0;
+};
+
+/// A committed key as listed.
+struct key_info {
+  std::string key{};
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+};
+
+/// One page of a listing, in bytewise key order.
+struct key_page {
+  std::vector<key_info> keys{};
+  /// More keys match after the last one here: list again with
+  /// start_after = keys.back().key.
+  bool more = false;
+};
+
 class client;
 class dict_builder;
 
@@ -80,7 +123,7 @@ class writable_value {
   /// commit(), not after.
   std::span<std::byte> bytes() const noexcept;
   /// Makes the bytes the key's new version; returns it. A writable_value
-  /// commits at most once.
+  /// commits at most once. A condition given to reserve() is checked now.
   result<std::uint64_t> commit(call_options options = {});
   /// Gives the room back without storing anything.
   void abort();
@@ -109,11 +152,17 @@ class client {
   result<std::uint64_t> put(std::string_view key, std::span<const std::byte> bytes,
                             call_options options = {});
   result<std::uint64_t> put(std::string_view key, std::string_view text, call_options options = {});
+  /// A put with a condition (put_options): fails with `conflict`, storing
+  /// nothing, when the key's committed version does not meet it.
+  result<std::uint64_t> put(std::string_view key, std::span<const std::byte> bytes, const put_options& options);
+  result<std::uint64_t> put(std::string_view key, std::string_view text, const put_options& options);
 
   /// Room for a new value of `size` bytes under `key`, to write in place
   /// (see writable_value). Fails like put: invalid_argument for a bad key
   /// or a size over the owner's max_value, no_capacity when it has no room.
   result<writable_value> reserve(std::string_view key, std::uint64_t size, call_options options = {});
+  /// A reservation whose commit is conditional (see put_options).
+  result<writable_value> reserve(std::string_view key, std::uint64_t size, const put_options& options);
 
   /// Encodes a dict (sluice/dict.hpp) straight into a reservation and
   /// commits it: each field's buffers are copied once, to their place.
@@ -140,9 +189,25 @@ class client {
 
   /// Removes `key`; returns whether it had a committed version.
   result<bool> remove(std::string_view key, call_options options = {});
+  /// Removes `key` only while its committed version is options.if_version
+  /// (`conflict` otherwise).
+  result<bool> remove(std::string_view key, const remove_options& options);
 
-  /// Whether `key` has a committed version.
+  /// Whether `key` has a committed version. Asking does not count as a
+  /// use of the key: it renews nothing and does not keep it from eviction.
   result<bool> exists(std::string_view key, call_options options = {});
+
+  /// Several removes / exists at once, pipelined; one result per key, in
+  /// order. A key that fails has its own error; the others still run.
+  std::vector<result<bool>> remove_batch(std::span<const std::string_view> keys, call_options options = {});
+  std::vector<result<bool>> exists_batch(std::span<const std::string_view> keys, call_options options = {});
+
+  /// Committed keys starting with `prefix` ("" lists every key), a page
+  /// at a time, in bytewise order. Keys put or removed while a listing
+  /// pages on may or may not appear; each key appears at most once.
+  result<key_page> list(std::string_view prefix, const list_options& options = {});
+  /// How many committed keys start with `prefix`.
+  result<std::uint64_t> count(std::string_view prefix, call_options options = {});
 
   /// Members of the cluster, their state and usage.
   result<cluster_status> status(call_options options = {});
