@@ -241,6 +241,7 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.capacity_bytes = m.capacity_bytes;
     s.used_bytes = usage.bytes;
     s.object_count = usage.objects;
+    s.evictions = m.evictions;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -268,7 +269,7 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
   }
   for (auto id : replaced) replace_member(self, id);
   if (!st.members.join(ctx.source, r.name, r.address, ctx.link, r.capacity_bytes, r.incarnation,
-                       st.ep->now())) {
+                       st.ep->now(), r.evicts)) {
     answer_error(self, ctx, error{errc::overloaded, "the master's member table is full"});
     return;
   }
@@ -299,7 +300,7 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     // would all pick the same owner and fail when they store.
     auto usage = st.dir.usage_of(id);
     auto used = usage.bytes + usage.pending_bytes;
-    candidates.push_back({id, m->capacity_bytes > used ? m->capacity_bytes - used : 0});
+    candidates.push_back({id, m->capacity_bytes > used ? m->capacity_bytes - used : 0, m->capacity_bytes, m->evicts});
   }
   if (candidates.empty()) {
     answer_error(self, ctx, error{errc::unavailable, "no owner is up"});
@@ -402,6 +403,22 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
   answer(self, ctx, wire::remove_key_reply{removed.has_value()});
 }
 
+/// The holder of a key's current version wants to evict it: granted
+/// unless the key moved on (or the asker does not hold it). The holder
+/// already stopped serving it from its fast index and frees the bytes
+/// itself once granted.
+void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
+  auto& st = self->state;
+  auto* entry = st.dir.find(e.key);
+  bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source;
+  if (granted) {
+    st.dir.remove(e.key);
+    st.journal->object_removed(e.key);
+    changed(self);
+  }
+  answer(self, ctx, wire::evict_reply{granted});
+}
+
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
   auto ctx = st.ep->context_of(link, msg);
@@ -410,7 +427,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
       overloaded{
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
-            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now());
+            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions);
             answer(self, ctx, wire::heartbeat_reply{known});
           },
           [&](const wire::place& p) { on_place(self, ctx, p); },
@@ -423,6 +440,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           },
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
+          [&](const wire::evict& e) { on_evict(self, ctx, e); },
           [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
           [&](const wire::list_keys& l) {
             auto limit = l.limit == 0 ? list_limit_default : std::min(l.limit, list_limit_max);

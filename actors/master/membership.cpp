@@ -4,7 +4,7 @@ namespace sluice::master {
 
 bool membership::join(node_id id, std::string name, std::string address,
                       transport::link_id link, std::uint64_t capacity_bytes,
-                      std::uint64_t incarnation, clock_time now) {
+                      std::uint64_t incarnation, clock_time now, bool evicts) {
   auto it = members_.find(id);
   if (it == members_.end()) {
     if (members_.size() >= max_members) return false;
@@ -18,6 +18,7 @@ bool membership::join(node_id id, std::string name, std::string address,
   m.state = wire::member_state::up;
   m.capacity_bytes = capacity_bytes;
   m.incarnation = incarnation;
+  m.evicts = evicts;
   m.last_heartbeat = now;
   m.down_reason.clear();
   return true;
@@ -33,11 +34,12 @@ void membership::restore(member m, clock_time now) {
 }
 
 bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects,
-                           clock_time now) {
+                           clock_time now, std::uint64_t evictions) {
   auto it = members_.find(id);
   if (it == members_.end() || it->second.state != wire::member_state::up) return false;
   it->second.used_bytes = used_bytes;
   it->second.reported_objects = objects;
+  it->second.evictions = evictions;
   it->second.last_heartbeat = now;
   return true;
 }

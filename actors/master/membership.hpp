@@ -29,6 +29,10 @@ struct member {
   std::uint64_t incarnation = 0;
   std::uint64_t used_bytes = 0;
   std::uint64_t reported_objects = 0;
+  /// The owner evicts values to make room (as it registered).
+  bool evicts = false;
+  /// Values the owner evicted since it started, as last reported.
+  std::uint64_t evictions = 0;
   clock_time last_heartbeat;
   std::string down_reason;
 };
@@ -41,7 +45,7 @@ class membership {
   /// Registers (or re-registers) an owner and marks it up. False when the
   /// member table is full and `id` is new.
   bool join(node_id id, std::string name, std::string address, transport::link_id link,
-            std::uint64_t capacity_bytes, std::uint64_t incarnation, clock_time now);
+            std::uint64_t capacity_bytes, std::uint64_t incarnation, clock_time now, bool evicts = false);
 
   /// Puts back a member read from durable storage: down, as if its last
   /// heartbeat arrived at `now`, until it registers again.
@@ -52,7 +56,8 @@ class membership {
 
   /// Records a heartbeat. False when `id` is unknown or down (the owner
   /// must register again).
-  bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now);
+  bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now,
+                 std::uint64_t evictions = 0);
 
   /// Marks a member down because it said it is stopping; false when it
   /// was not up.

@@ -30,7 +30,21 @@ std::optional<fast_index::entry> fast_index::find(std::string_view key) const {
   std::lock_guard guard{mutex_};
   auto it = entries_.find(key);
   if (it == entries_.end()) return std::nullopt;
+  it->second.touched = true;
   return it->second;
+}
+
+bool fast_index::take_touched(const std::string& key) {
+  std::lock_guard guard{mutex_};
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return false;
+  return std::exchange(it->second.touched, false);
+}
+
+bool fast_index::holds(const std::string& key, std::uint64_t version) const {
+  std::lock_guard guard{mutex_};
+  auto it = entries_.find(key);
+  return it != entries_.end() && it->second.version == version;
 }
 
 std::size_t fast_index::size() const {

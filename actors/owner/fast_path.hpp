@@ -39,6 +39,10 @@ class fast_index {
   struct entry {
     std::uint64_t version = 0;
     shared_bytes bytes;
+    /// Read through the index since take_touched() last looked: reads
+    /// answered here never reach the owner actor, whose eviction policy
+    /// learns of them this way.
+    bool touched = false;
   };
 
   /// Makes `version` of `key` servable, unless a newer one is.
@@ -59,7 +63,14 @@ class fast_index {
     return now.time_since_epoch().count() < lease_until_ns_.load(std::memory_order_acquire);
   }
 
+  /// The entry of `key`; marks it touched.
   std::optional<entry> find(std::string_view key) const;
+  /// Whether `key` was read through the index since the last call; clears
+  /// the mark.
+  bool take_touched(const std::string& key);
+  /// Whether the index holds `version` of `key` (and so a reference to
+  /// its bytes).
+  bool holds(const std::string& key, std::uint64_t version) const;
   std::size_t size() const;
 
  private:
@@ -70,7 +81,7 @@ class fast_index {
   };
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, entry, key_hash, std::equal_to<>> entries_;
+  mutable std::unordered_map<std::string, entry, key_hash, std::equal_to<>> entries_;
   std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
 };
 

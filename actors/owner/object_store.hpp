@@ -40,6 +40,11 @@ class object_store {
   /// local client reaches them there).
   virtual std::optional<wire::pool_region> locate(const shared_bytes& bytes) const = 0;
 
+  /// How many references to the bytes of `version` of `key` exist, the
+  /// store's own included (0: not held). More than the store's and the
+  /// fast index's mean a reader holds them: evicting would free nothing.
+  virtual long references(const std::string& key, std::uint64_t version) const = 0;
+
   virtual std::uint64_t capacity_bytes() const = 0;
   virtual std::uint64_t used_bytes() const = 0;
   virtual std::uint64_t object_count() const = 0;
@@ -57,6 +62,7 @@ class memory_store final : public object_store {
   /// Heap memory, counted against the capacity only once it is put.
   result<shared_bytes> reserve(std::uint64_t size) override;
   std::optional<wire::pool_region> locate(const shared_bytes&) const override { return std::nullopt; }
+  long references(const std::string& key, std::uint64_t version) const override;
   std::uint64_t capacity_bytes() const override { return capacity_; }
   std::uint64_t used_bytes() const override { return used_; }
   std::uint64_t object_count() const override { return count_; }

@@ -4,66 +4,16 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/owner/owner_state.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/overloaded.hpp"
 #include "runtime/units.hpp"
 
 namespace sluice {
-namespace {
-
-/// Deadline of control requests the owner makes on its own behalf.
-constexpr std::chrono::seconds control_timeout{5};
-/// A get whose version was superseded before it could be read (an
-/// overwrite raced it) looks the key up again, at most this many times;
-/// then it fails with `aborted` (retry), never `not_found`: the key exists.
-constexpr int max_get_attempts = 16;
-/// Reservations one client may hold at once; more answer `overloaded`.
-constexpr std::size_t reservations_per_link_max = 1024;
-
-/// Pool memory a local client writes a new value into, until it commits.
-struct reservation {
-  transport::link_id link;
-  std::string key;
-  shared_bytes bytes;
-  wire::put_condition condition;
-};
-
-struct owner_state {
-  std::optional<endpoint> ep;
-  owner_section cfg;
-  std::shared_ptr<object_store> store;
-  std::shared_ptr<fast_index> index;  // never null (an unused one without a fast path)
-  /// The fast index may answer until then (the master's lease).
-  clock_time lease_until{};
-  clock_duration lease{};
-  /// The master this owner last registered with.
-  node_id master_id;
-  std::uint64_t incarnation = 0;
-  /// The latest local change (commit or remove) of each key in flight: a
-  /// commit's answer may publish into the fast index only if no later
-  /// change of that key started since (its answer may never come).
-  std::unordered_map<std::string, std::uint64_t> latest_change;
-  std::uint64_t next_change = 1;
-  std::optional<transport::link_id> master_link;
-  bool registered = false;
-  bool reconnect_armed = false;
-  /// A warning about the master being unreachable was logged since the
-  /// last registration.
-  bool master_warned = false;
-  clock_duration heartbeat_interval = std::chrono::milliseconds{500};
-  /// Links this owner opened to other owners, until they are greeted.
-  std::map<node_id, transport::link_id> dialing;
-  /// Reservations of local clients, by id; dropped with their link.
-  std::map<std::uint64_t, reservation> reservations;
-  std::uint64_t next_reservation = 1;
-  static inline const char* name = "sluice.owner";
-};
-
-using self_ptr = owner_actor::stateful_pointer<owner_state>;
 
 // --- the master ---------------------------------------------------------
 
-void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply) {
+void owner_detail::ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply) {
   auto& st = self->state;
   if (!st.master_link || !st.registered) {
     on_reply(error{errc::unavailable, "this owner is not connected to the master"});
@@ -71,6 +21,10 @@ void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handl
   }
   st.ep->request(*st.master_link, std::move(body), {}, deadline, std::move(on_reply));
 }
+
+namespace {
+
+using namespace owner_detail;
 
 void schedule_reconnect(self_ptr self) {
   auto& st = self->state;
@@ -100,7 +54,7 @@ void register_with_master(self_ptr self) {
   st.index->set_lease({});
   st.lease_until = {};
   wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes(),
-                        st.incarnation};
+                        st.incarnation, st.policy != nullptr};
   auto sent = st.ep->now();
   auto deadline = sent + control_timeout;
   auto link = *st.master_link;
@@ -145,7 +99,7 @@ void connect_master(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
-  wire::heartbeat h{st.store->used_bytes(), st.store->object_count()};
+  wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;
@@ -181,19 +135,27 @@ void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f
                                                        " is not held here (dropped or superseded)"});
     return;
   }
+  used(self, f.key);
   st.ep->reply(ctx, wire::fetch_reply{f.version}, std::move(*bytes));
 }
 
 /// Stores a version locally and commits it with the master; `done` gets
 /// the version or the reason it is not visible.
 void store_and_commit(self_ptr self, std::string key, std::uint64_t version, shared_bytes value,
-                      clock_time deadline, std::function<void(result<std::uint64_t>)> done) {
+                      clock_time deadline, std::function<void(result<std::uint64_t>)> done,
+                      bool made_room = false) {
   auto& st = self->state;
   auto size = value.size();
   // Fault site: the write to the store fails.
   auto stored = SLUICE_BUGGIFY(st.ep->faults())
                     ? result<void>{error{errc::unavailable, "the owner's store failed the write"}}
-                    : st.store->put(key, version, std::move(value));
+                    : st.store->put(key, version, value);
+  if (!stored && stored.code() == errc::no_capacity && !made_room) {
+    // Evict, then try once more; no room after that is no_capacity.
+    return make_room(self, size, [self, key, version, value, deadline, done] {
+      store_and_commit(self, key, version, value, deadline, done, true);
+    });
+  }
   if (!stored) {
     if (st.master_link) st.ep->notify(*st.master_link, wire::abort_put{key, version});
     done(stored.error());
@@ -205,7 +167,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
   auto change = st.next_change++;
   st.latest_change[key] = change;
   ask_master(self, wire::commit{key, version, size}, deadline,
-             [self, key, version, done, change](result<wire::message> reply) {
+             [self, key, version, size, done, change](result<wire::message> reply) {
                auto& st = self->state;
                auto latest = st.latest_change.find(key);
                bool still_latest = latest != st.latest_change.end() && latest->second == change;
@@ -227,6 +189,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                    self->state.index->publish(key, version, std::move(*bytes));
                  }
                }
+               if (ok->current) evictable(self, key, version, size);
                done(version);
              });
 }
@@ -281,6 +244,7 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
     for (auto& r : where->replicas) {
       if (r.owner != st.ep->me().id) continue;
       if (auto bytes = st.store->get(key, where->version)) {
+        used(self, key);
         return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
       }
       return retry_or(error{errc::not_found, "the key changed while it was read"});
@@ -335,7 +299,7 @@ void forward_to_master(self_ptr self, const request_context& ctx, wire::body req
   });
 }
 
-void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_reserve& r) {
+void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_reserve& r, bool made_room = false) {
   auto& st = self->state;
   if (auto ok = check_key(r.key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (r.size > st.cfg.max_value_bytes) {
@@ -349,6 +313,11 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
     return st.ep->reply_error(ctx, error{errc::overloaded, "too many uncommitted reservations on this link"});
   }
   auto bytes = st.store->reserve(r.size);
+  if (made_room && st.ep->peer(ctx.link) == nullptr) return;  // the client went away meanwhile
+  if (!bytes && bytes.code() == errc::no_capacity && !made_room) {
+    // Evict, then try once more; no room after that is no_capacity.
+    return make_room(self, r.size, [self, ctx, r] { serve_reserve(self, ctx, r, true); });
+  }
   if (!bytes) return st.ep->reply_error(ctx, bytes.error());
   auto where = st.store->locate(*bytes);
   if (!where) {
@@ -397,6 +366,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::drop& d) {
             st.index->erase_version(d.key, d.version);
             st.store->drop(d.key, d.version);
+            gone(self, d.key, d.version);
           },
           [&](wire::invalidate& i) {
             st.index->erase(i.key);
@@ -442,6 +412,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.cfg = deps.config;
   st.store = std::move(deps.store);
   st.incarnation = deps.incarnation;
+  st.policy = make_eviction_policy(st.cfg.eviction);
   st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },

@@ -92,6 +92,15 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
   return {};
 }
 
+long pool_store::references(const std::string& key, std::uint64_t version) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return 0;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) return 0;
+  // An empty value has no buffer to share: nothing to free either way.
+  return v->second.owner() ? v->second.owner().use_count() : 1;
+}
+
 std::optional<shared_bytes> pool_store::get(const std::string& key, std::uint64_t version) const {
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;

@@ -109,6 +109,7 @@ result<cluster_status> to_status(result<wire::message>& reply) {
     info.capacity_bytes = m.capacity_bytes;
     info.used_bytes = m.used_bytes;
     info.object_count = m.object_count;
+    info.evictions = m.evictions;
     info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
     out.members.push_back(std::move(info));
   }

@@ -36,7 +36,7 @@ constexpr std::uint32_t threads_max = 64;
 
 constexpr std::array<std::string_view, 6> log_levels{"trace", "debug", "info",
                                                      "warn",  "error", "off"};
-constexpr std::array<std::string_view, 2> placement_names{"local-first", "random"};
+constexpr std::array<std::string_view, 3> placement_names{"local-first", "random", "most-free"};
 
 // ---- Error messages -------------------------------------------------------
 
@@ -187,6 +187,20 @@ result<prefault_policy> read_prefault(const toml::node& value, const key_ref& ke
   return invalid(key, fmt::format("unknown prefault '{}'; accepted: none, background", *name));
 }
 
+result<eviction_policy_kind> read_eviction(const toml::node& value, const key_ref& key) {
+  auto name = read_string(value, key);
+  if (!name) return std::move(name).error();
+  if (*name == "lru") return eviction_policy_kind::lru;
+  if (*name == "none") return eviction_policy_kind::none;
+  return invalid(key, fmt::format("unknown eviction policy '{}'; accepted: lru, none", *name));
+}
+
+result<std::uint32_t> read_percent(const toml::node& value, const key_ref& key) {
+  auto n = read_integer(value, key, 1, 100);
+  if (!n) return std::move(n).error();
+  return static_cast<std::uint32_t>(*n);
+}
+
 result<std::string> read_log_level(const toml::node& value, const key_ref& key) {
   auto level = read_string(value, key);
   if (!level) return level;
@@ -275,6 +289,9 @@ constexpr key_spec owner_keys[] = {
     {"segment", store<&node_config::owner, &owner_section::segment_bytes, read_nonzero_size>},
     {"huge_pages", store<&node_config::owner, &owner_section::huge_pages, read_bool>},
     {"prefault", store<&node_config::owner, &owner_section::prefault, read_prefault>},
+    {"eviction", store<&node_config::owner, &owner_section::eviction, read_eviction>},
+    {"evict_high", store<&node_config::owner, &owner_section::evict_high_percent, read_percent>},
+    {"evict_low", store<&node_config::owner, &owner_section::evict_low_percent, read_percent>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",
@@ -415,6 +432,13 @@ result<void> check_across_keys(std::string_view source, const toml::table& doc,
             location(source, at), format_duration(c.master.heartbeat_timeout),
             format_duration(c.master.heartbeat_interval)));
   }
+  if (c.owner.evict_low_percent >= c.owner.evict_high_percent) {
+    auto at = position_of(doc, {"owner.evict_low", "owner.evict_high"});
+    return fail(errc::invalid_argument,
+                fmt::format("{}owner.evict_low ({}%) must be below owner.evict_high ({}%): the owner evicts "
+                            "from the high mark down to the low one",
+                            location(source, at), c.owner.evict_low_percent, c.owner.evict_high_percent));
+  }
   if (c.owner.max_value_bytes > c.wire.max_payload_bytes) {
     auto at = position_of(doc, {"owner.max_value", "wire.max_payload"});
     return fail(
@@ -497,8 +521,9 @@ result<node_config> load_config_file(const std::string& path) {
 result<placement_policy> parse_placement(std::string_view text) {
   if (text == "local-first") return placement_policy::local_first;
   if (text == "random") return placement_policy::random;
+  if (text == "most-free") return placement_policy::most_free;
   return fail(errc::invalid_argument,
-              fmt::format("unknown placement policy '{}'; accepted: local-first, random{}", text,
+              fmt::format("unknown placement policy '{}'; accepted: local-first, random, most-free{}", text,
                           did_you_mean(text, placement_names)));
 }
 
@@ -506,6 +531,7 @@ std::string_view to_string(placement_policy p) noexcept {
   switch (p) {
     case placement_policy::local_first: return "local-first";
     case placement_policy::random: return "random";
+    case placement_policy::most_free: return "most-free";
   }
   return "unknown";
 }

@@ -17,9 +17,14 @@ namespace sluice {
 
 using std::chrono::microseconds;
 
+/// lru: least recently used first; none: never evict (a full pool
+/// answers no_capacity).
+enum class eviction_policy_kind : std::uint8_t { lru, none };
+
 enum class placement_policy : std::uint8_t {
   local_first = 0,  ///< the owner the request came through, if it is up
   random = 1,       ///< any up owner, drawn from the master's rng
+  most_free = 2,    ///< the up owner with the most free bytes
 };
 
 struct node_section {
@@ -87,6 +92,12 @@ struct owner_section {
   /// Back the pool with huge pages (needs vm.nr_hugepages reserved).
   bool huge_pages = false;
   prefault_policy prefault = prefault_policy::none;
+  /// Which committed values go first when the pool fills.
+  eviction_policy_kind eviction = eviction_policy_kind::lru;
+  /// Pool usage, in percent of capacity, above which the owner evicts
+  /// (evict_high) and down to which it evicts (evict_low).
+  std::uint32_t evict_high_percent = 95;
+  std::uint32_t evict_low_percent = 85;
 };
 
 struct client_section {

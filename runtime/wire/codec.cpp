@@ -82,6 +82,7 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setUsedBytes(m.used_bytes);
     out.setObjectCount(m.object_count);
     out.setLastHeartbeatAgeUs(m.last_heartbeat_age_us);
+    out.setEvictions(m.evictions);
   }
 }
 
@@ -107,6 +108,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setAddress(x.address);
             r.setCapacityBytes(x.capacity_bytes);
             r.setIncarnation(x.incarnation);
+            r.setEvicts(x.evicts);
           },
           [&](const register_owner_reply& x) {
             auto r = b.initRegisterOwnerReply();
@@ -117,6 +119,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto h = b.initHeartbeat();
             h.setUsedBytes(x.used_bytes);
             h.setObjectCount(x.object_count);
+            h.setEvictions(x.evictions);
           },
           [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
           [&](const place& x) {
@@ -215,6 +218,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           },
           [&](const count_keys& x) { b.initCountKeys().setKey(as_data(x.prefix)); },
           [&](const count_keys_reply& x) { b.setCountKeysReply(x.count); },
+          [&](const evict& x) { set_key_version(b.initEvict(), x.key, x.version); },
+          [&](const evict_reply& x) { b.setEvictReply(x.evicted); },
       },
       msg);
 }
@@ -236,6 +241,7 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.used_bytes = m.getUsedBytes();
     x.object_count = m.getObjectCount();
     x.last_heartbeat_age_us = m.getLastHeartbeatAgeUs();
+    x.evictions = m.getEvictions();
     out.members.push_back(std::move(x));
   }
   return out;
@@ -259,7 +265,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::REGISTER_OWNER: {
       auto r = b.getRegisterOwner();
       return body{register_owner{from_text(r.getName()), from_text(r.getAddress()),
-                                 r.getCapacityBytes(), r.getIncarnation()}};
+                                 r.getCapacityBytes(), r.getIncarnation(), r.getEvicts()}};
     }
     case W::REGISTER_OWNER_REPLY: {
       auto r = b.getRegisterOwnerReply();
@@ -267,7 +273,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
-      return body{heartbeat{h.getUsedBytes(), h.getObjectCount()}};
+      return body{heartbeat{h.getUsedBytes(), h.getObjectCount(), h.getEvictions()}};
     }
     case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
     case W::PLACE: {
@@ -357,6 +363,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::COUNT_KEYS: return body{count_keys{from_data(b.getCountKeys().getKey())}};
     case W::COUNT_KEYS_REPLY: return body{count_keys_reply{b.getCountKeysReply()}};
+    case W::EVICT: {
+      auto e = b.getEvict();
+      return body{evict{from_data(e.getKey()), e.getVersion()}};
+    }
+    case W::EVICT_REPLY: return body{evict_reply{b.getEvictReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -501,7 +512,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

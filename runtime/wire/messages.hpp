@@ -53,6 +53,8 @@ struct register_owner {
   /// Drawn at random when the owner starts: another incarnation than the
   /// master recorded means the owner restarted and lost what it held.
   std::uint64_t incarnation = 0;
+  /// The owner evicts values to make room when its pool is full.
+  bool evicts = false;
 };
 
 struct register_owner_reply {
@@ -66,6 +68,7 @@ struct register_owner_reply {
 struct heartbeat {
   std::uint64_t used_bytes = 0;
   std::uint64_t object_count = 0;
+  std::uint64_t evictions = 0;  ///< since the owner started
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -277,6 +280,19 @@ struct count_keys_reply {
   std::uint64_t count = 0;
 };
 
+// --- eviction (holder -> master) -----------------------------------------
+
+/// The holder wants to evict `version` of `key`, its current version: the
+/// master removes the key unless it moved on or is pinned.
+struct evict {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+struct evict_reply {
+  bool evicted = false;  ///< false: keep it (pinned, or no longer current)
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -291,6 +307,7 @@ struct member_status {
   std::uint64_t used_bytes = 0;
   std::uint64_t object_count = 0;
   std::uint64_t last_heartbeat_age_us = 0;
+  std::uint64_t evictions = 0;
 };
 
 struct cluster_status {};
@@ -313,7 +330,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           cluster_status, cluster_status_reply, ping, leave,
                           kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
                           invalidate, commit_reply, list_keys, list_keys_reply,
-                          count_keys, count_keys_reply>;
+                          count_keys, count_keys_reply, evict, evict_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -60,6 +60,8 @@ struct Envelope {
     listKeysReply @44 :ListKeysReply;
     countKeys @45 :Key;              # the key is the prefix
     countKeysReply @46 :UInt64;      # matching keys
+    evict @47 :KeyVersion;
+    evictReply @48 :Bool;            # evicted
   }
 }
 
@@ -153,6 +155,7 @@ struct RegisterOwner {
   # with another incarnation than the master recorded means the owner
   # restarted and lost what it held.
   incarnation @3 :UInt64;
+  evicts @4 :Bool;         # the owner evicts values to make room when full
 }
 
 struct RegisterOwnerReply {
@@ -163,6 +166,7 @@ struct RegisterOwnerReply {
 struct Heartbeat {
   usedBytes @0 :UInt64;
   objectCount @1 :UInt64;
+  evictions @2 :UInt64;    # values the owner evicted since it started
 }
 
 struct HeartbeatReply {
@@ -214,6 +218,7 @@ struct MemberStatus {
   usedBytes @6 :UInt64;
   objectCount @7 :UInt64;
   lastHeartbeatAgeUs @8 :UInt64;
+  evictions @9 :UInt64;
 }
 
 struct ClusterStatusReply {

@@ -111,7 +111,7 @@ TEST_CASE("membership: an owner is down after its link is lost or its heartbeats
 
 TEST_CASE("placement: local-first prefers the caller's owner, random spreads, full owners are skipped") {
   sluice::rng r{1};
-  std::vector<sluice::master::placement_candidate> up{{a, 100}, {b, 100}, {c, 0}};
+  std::vector<sluice::master::placement_candidate> up{{a, 100, 100, false}, {b, 100, 100, false}, {c, 0, 100, false}};
   auto local = sluice::master::choose_owner(sluice::placement_policy::local_first, b, up, 10, r);
   CHECK(local == std::optional<node_id>{b});
   auto fallback = sluice::master::choose_owner(sluice::placement_policy::local_first, c, up, 10, r);
@@ -127,6 +127,20 @@ TEST_CASE("placement: local-first prefers the caller's owner, random spreads, fu
   CHECK(seen_a > 50);
   CHECK(seen_b > 50);
   CHECK_FALSE(sluice::master::choose_owner(sluice::placement_policy::random, a, up, 1000, r).has_value());
+}
+
+TEST_CASE("placement: most-free picks the emptiest owner, and full owners that evict still take values") {
+  sluice::rng r{1};
+  std::vector<sluice::master::placement_candidate> up{{a, 30, 100, true}, {b, 70, 100, false}, {c, 50, 200, true}};
+  CHECK(sluice::master::choose_owner(sluice::placement_policy::most_free, a, up, 10, r) == std::optional<node_id>{b});
+  // Room free is preferred over room made by evicting.
+  CHECK(sluice::master::choose_owner(sluice::placement_policy::most_free, a, up, 60, r) == std::optional<node_id>{b});
+  // Nobody has 150 bytes free: c evicts and is large enough; b does not evict, a is too small.
+  for (auto policy : {sluice::placement_policy::most_free, sluice::placement_policy::random,
+                      sluice::placement_policy::local_first}) {
+    CHECK(sluice::master::choose_owner(policy, a, up, 150, r) == std::optional<node_id>{c});
+  }
+  CHECK_FALSE(sluice::master::choose_owner(sluice::placement_policy::most_free, a, up, 250, r).has_value());
 }
 
 TEST_CASE("directory: a put placed before a removed newer version never becomes visible") {

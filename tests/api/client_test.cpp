@@ -89,8 +89,8 @@ TEST_CASE("kv: an oversize value is rejected with invalid_argument and loses not
   CHECK(kv->get("k").value().str() == "small");
 }
 
-TEST_CASE("kv: a full owner answers no_capacity and keeps what it had") {
-  auto cluster = start_cluster("[owner]\ncapacity = \"4KiB\"\n");
+TEST_CASE("kv: a full owner that does not evict answers no_capacity and keeps what it had") {
+  auto cluster = start_cluster("[owner]\ncapacity = \"4KiB\"\neviction = \"none\"\n");
   auto kv = connect(*cluster);
   REQUIRE(kv->put("a", std::string(3000, 'a')).ok());
   auto full = kv->put("b", std::string(3000, 'b'));

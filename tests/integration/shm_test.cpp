@@ -83,7 +83,8 @@ TEST_CASE("shm: several client processes put and get concurrently on one owner, 
 }
 
 TEST_CASE("shm: a client killed in the middle of a put loses nothing committed and its memory comes back") {
-  auto up = start_up("[owner]\ncapacity = \"8MiB\"\n");
+  // Without eviction: "keep" must survive whatever the pool goes through.
+  auto up = start_up("[owner]\ncapacity = \"8MiB\"\neviction = \"none\"\n");
   auto kv = connect_shm(up.address);
   std::string keep(1 << 20, 'k');
   REQUIRE(kv->put("keep", keep).ok());

@@ -49,6 +49,9 @@ class stale_after_restart_store final : public sluice::object_store {
   std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
     return std::nullopt;
   }
+  long references(const std::string& key, std::uint64_t version) const override {
+    return real_.references(key, version);
+  }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }
   std::uint64_t object_count() const override { return real_.object_count(); }
@@ -74,6 +77,9 @@ class torn_store final : public sluice::object_store {
   sluice::result<sluice::shared_bytes> reserve(std::uint64_t size) override { return real_.reserve(size); }
   std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
     return std::nullopt;
+  }
+  long references(const std::string& key, std::uint64_t version) const override {
+    return real_.references(key, version);
   }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }

@@ -38,9 +38,11 @@ auto fields(const kv_commit& x) { return std::tie(x.reservation); }
 auto fields(const kv_abort& x) { return std::tie(x.reservation); }
 auto fields(const invalidate& x) { return std::tie(x.key); }
 auto fields(const commit_reply& x) { return std::tie(x.current); }
-auto fields(const register_owner& x) { return std::tie(x.name, x.address, x.capacity_bytes); }
+auto fields(const register_owner& x) {
+  return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts);
+}
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
-auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count); }
+auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
 auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition); }
@@ -68,9 +70,11 @@ auto fields(const list_keys& x) { return std::tie(x.prefix, x.start_after, x.lim
 auto fields(const list_keys_reply& x) { return std::tie(x.keys, x.more); }
 auto fields(const count_keys& x) { return std::tie(x.prefix); }
 auto fields(const count_keys_reply& x) { return std::tie(x.count); }
+auto fields(const evict& x) { return std::tie(x.key, x.version); }
+auto fields(const evict_reply& x) { return std::tie(x.evicted); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
-                  x.object_count, x.last_heartbeat_age_us);
+                  x.object_count, x.last_heartbeat_age_us, x.evictions);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
@@ -135,6 +139,7 @@ member_status sample_member(std::uint64_t i) {
   m.used_bytes = i * 4096;
   m.object_count = i * 3;
   m.last_heartbeat_age_us = ~std::uint64_t{0} - i;
+  m.evictions = i * 11;
   return m;
 }
 
@@ -163,9 +168,11 @@ std::vector<body> sample_bodies() {
       kv_abort{78},
       invalidate{"gone\xff"},
       commit_reply{true},
-      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL},
+      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false},
+      register_owner{"owner-3", "", 1, max, true},
       register_owner_reply{500'000, 1'500'000},
-      heartbeat{max, 0},
+      heartbeat{max, 0, 0},
+      heartbeat{1, 2, max},
       heartbeat_reply{true},
       heartbeat_reply{false},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}},
@@ -203,6 +210,9 @@ std::vector<body> sample_bodies() {
       count_keys{""},
       count_keys{"pre/"},
       count_keys_reply{max},
+      evict{key_with_nul, max},
+      evict_reply{true},
+      evict_reply{false},
       large_status(0),
       large_status(1000),
   };
@@ -604,4 +614,6 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(list_keys_reply{}) == "list_keys_reply");
   CHECK(body_name(count_keys{}) == "count_keys");
   CHECK(body_name(count_keys_reply{}) == "count_keys_reply");
+  CHECK(body_name(evict{}) == "evict");
+  CHECK(body_name(evict_reply{}) == "evict_reply");
 }

@@ -17,6 +17,7 @@ struct member_info {
   std::uint64_t capacity_bytes = 0;
   std::uint64_t used_bytes = 0;    ///< committed bytes it holds
   std::uint64_t object_count = 0;  ///< committed objects it holds
+  std::uint64_t evictions = 0;     ///< values it evicted since it started (as last reported)
   std::chrono::microseconds since_heartbeat{0};
 };
 
