@@ -22,6 +22,13 @@
 namespace sluice::sim {
 namespace {
 
+/// The simulated wall clock: virtual time from a fixed epoch (2026-01-01),
+/// so TTLs behave the same in every run of a seed.
+std::int64_t sim_wall_ms(sim_time now) {
+  constexpr std::int64_t epoch_ms = 1'767'225'600'000;
+  return epoch_ms + std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+}
+
 constexpr std::uint64_t trace_step = 10;
 constexpr std::uint64_t trace_start = 11;
 constexpr std::uint64_t trace_crash = 12;
@@ -138,7 +145,8 @@ void world::start(int index) {
       me.node_role = role::master;
       auto seed = rng{config_.seed}.fork(100 + n.incarnation).next();
       auto master = spawn_master(*n.system, master_deps{me, cfg.master, n.net.get(), faults_.get(),
-                                                        config_.master_forgets ? nullptr : n.store.get(), seed});
+                                                        config_.master_forgets ? nullptr : n.store.get(), seed,
+                                                        [this] { return sim_wall_ms(now_); }});
       // The simulated disk holds only what the master wrote: it can't be corrupt.
       SLUICE_ASSERT(master.ok());
       n.actor = caf::actor_cast<caf::actor>(*master);

@@ -5,9 +5,9 @@
 namespace sluice::master {
 
 std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                                   clock_time expires, wire::put_condition condition) {
+                                   clock_time expires, wire::put_condition condition, std::uint64_t ttl_ms) {
   auto version = next_version_++;
-  pending_.emplace(version, pending_entry{key, size, holder, expires, condition});
+  pending_.emplace(version, pending_entry{key, size, holder, expires, condition, ttl_ms});
   usage_[holder].pending_bytes += size;
   pending_per_key_[key] += 1;
   return version;
@@ -25,6 +25,8 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
                                             " does not match its pending put");
   }
   auto size = it->second.size;
+  auto expires_ms = it->second.ttl_ms == 0 ? std::int64_t{0}
+                                           : now_ms_ + static_cast<std::int64_t>(it->second.ttl_ms);
   if (it->second.condition.any()) {
     auto holds = check(key, it->second.condition);
     auto removed = removed_at_.find(key);
@@ -46,7 +48,8 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder});
+  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms});
+  if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
     if (obj->second.version > version) {
       // A newer version committed first: this one is obsolete on arrival.
@@ -59,7 +62,8 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
     SLUICE_ASSERT(u.objects > 0);
     u.objects -= 1;
     u.bytes -= old.size;
-    old = object_entry{version, size, holder};
+    set_expiry(key, old.expires_ms, expires_ms);
+    old = object_entry{version, size, holder, expires_ms};
   }
   auto& u = usage_[holder];
   u.objects += 1;
@@ -122,6 +126,7 @@ directory::listing directory::list(std::string_view prefix, std::string_view sta
   listing out;
   auto it = start_after < prefix ? objects_.lower_bound(prefix) : objects_.upper_bound(start_after);
   for (; it != objects_.end() && it->first.starts_with(prefix); ++it) {
+    if (!live(it->second)) continue;
     if (out.keys.size() == limit) {
       out.more = true;
       break;
@@ -133,19 +138,42 @@ directory::listing directory::list(std::string_view prefix, std::string_view sta
 
 std::uint64_t directory::count(std::string_view prefix) const {
   std::uint64_t n = 0;
-  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) ++n;
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) {
+    if (live(it->second)) ++n;
+  }
   return n;
 }
 
 const object_entry* directory::find(const std::string& key) const {
+  auto* e = find_any(key);
+  return e != nullptr && live(*e) ? e : nullptr;
+}
+
+const object_entry* directory::find_any(const std::string& key) const {
   auto it = objects_.find(key);
   return it == objects_.end() ? nullptr : &it->second;
+}
+
+void directory::set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms) {
+  if (old_ms == new_ms) return;
+  if (old_ms != 0) expiring_.erase({old_ms, key});
+  if (new_ms != 0) expiring_.emplace(new_ms, key);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> directory::expired(std::size_t max) const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (auto& [at, key] : expiring_) {
+    if (at > now_ms_ || out.size() == max) break;
+    out.emplace_back(key, objects_.find(key)->second.version);
+  }
+  return out;
 }
 
 std::optional<object_entry> directory::remove(const std::string& key) {
   auto it = objects_.find(key);
   if (it == objects_.end()) return std::nullopt;
   auto entry = it->second;
+  set_expiry(key, entry.expires_ms, 0);
   objects_.erase(it);
   if (pending_per_key_.contains(key)) {
     auto& at = removed_at_[key];
@@ -163,6 +191,7 @@ void directory::restore(std::string key, object_entry entry) {
   u.objects += 1;
   u.bytes += entry.size;
   next_version_ = std::max(next_version_, entry.version + 1);
+  set_expiry(key, 0, entry.expires_ms);
   auto [it, inserted] = objects_.insert_or_assign(std::move(key), entry);
   SLUICE_ASSERT(inserted);
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -33,6 +34,9 @@ struct object_entry {
   std::uint64_t version = 0;
   std::uint64_t size = 0;
   node_id holder;
+  /// When the version expires, in milliseconds of wall time since the
+  /// Unix epoch (so it means the same after a restart); 0: never.
+  std::int64_t expires_ms = 0;
 };
 
 struct pending_entry {
@@ -41,6 +45,7 @@ struct pending_entry {
   node_id holder;
   clock_time expires;
   wire::put_condition condition;
+  std::uint64_t ttl_ms = 0;  ///< the committed version lives this long; 0: forever
 };
 
 /// A version some holder should free.
@@ -62,7 +67,15 @@ class directory {
   /// Records a pending version of `key` on `holder`; returns the version.
   /// A conditional put is checked again when it commits.
   std::uint64_t begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                          clock_time expires, wire::put_condition condition = {});
+                          clock_time expires, wire::put_condition condition = {}, std::uint64_t ttl_ms = 0);
+
+  /// Wall time now, in ms since the Unix epoch: versions whose TTL ran out
+  /// by then are expired — find(), check(), list() and count() no longer
+  /// see them, though they stay until taken out (expired()).
+  void advance(std::int64_t now_ms) noexcept { now_ms_ = now_ms; }
+  /// Expired versions still listed, (key, version), at most `max`, the
+  /// earliest first.
+  std::vector<std::pair<std::string, std::uint64_t>> expired(std::size_t max) const;
 
   /// Whether the key's committed version meets `condition` now; fails
   /// with `conflict` saying why not.
@@ -83,7 +96,11 @@ class directory {
   /// holders can be told.
   std::vector<stale_version> expire(clock_time now);
 
+  /// The key's committed version unless it expired.
   const object_entry* find(const std::string& key) const;
+  /// The key's committed version, expired or not: the holder may still
+  /// serve it until told otherwise.
+  const object_entry* find_any(const std::string& key) const;
 
   /// Puts back a committed version read from durable storage.
   void restore(std::string key, object_entry entry);
@@ -135,6 +152,11 @@ class directory {
   std::unordered_map<std::string, std::uint64_t> removed_at_;
 
   std::map<node_id, holder_usage> usage_;
+  /// Keys with a TTL, by expiry.
+  std::set<std::pair<std::int64_t, std::string>> expiring_;
+  std::int64_t now_ms_ = 0;
+  bool live(const object_entry& e) const noexcept { return e.expires_ms == 0 || e.expires_ms > now_ms_; }
+  void set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms);
   std::uint64_t next_version_ = 1;
 };
 

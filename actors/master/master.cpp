@@ -29,6 +29,8 @@ constexpr std::chrono::milliseconds sync_retry{20};
 /// Keys one listing returns when the request names no limit, and at most.
 constexpr std::uint32_t list_limit_default = 1000;
 constexpr std::uint32_t list_limit_max = 10000;
+/// Expired keys taken out per tick, at most.
+constexpr std::size_t expire_batch = 10000;
 
 /// What the master starts from: its durable state, read before the actor
 /// runs.
@@ -50,6 +52,10 @@ struct master_state {
   /// The store refused the last sync; said once per streak.
   bool sync_warned = false;
   std::optional<rng> random;
+  /// Wall time in ms since the Unix epoch (TTLs are kept in it).
+  std::function<std::int64_t()> wall_ms;
+  /// Expired keys being taken out (waiting for their holders).
+  std::set<std::string> expiring;
   /// Work waiting for an owner's lease to run out, by id.
   std::map<std::uint64_t, std::function<void()>> waiting;
   std::uint64_t next_waiting = 1;
@@ -312,7 +318,7 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     return;
   }
   auto expires = ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace);
-  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition);
+  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition, p.ttl_ms);
   st.journal->versions_used(st.dir.next_version());
   changed(self);
   auto* m = st.members.find(*chosen);
@@ -328,7 +334,7 @@ void apply_commit(self_ptr self, const request_context& ctx, const wire::commit&
   }
   bool current = !(outcome->stale && outcome->stale->version == c.version);
   if (current) {
-    st.journal->object_committed(c.key, *st.dir.find(c.key));
+    st.journal->object_committed(c.key, *st.dir.find_any(c.key));
     changed(self);
   }
   if (outcome->stale) tell_drop(self, *outcome->stale);
@@ -351,7 +357,7 @@ bool may_be_served(const master::object_entry* entry, node_id requester,
 void on_commit(self_ptr self, const request_context& ctx, const wire::commit& c,
                std::optional<served_by> cleared = {}) {
   auto& st = self->state;
-  auto* entry = st.dir.find(c.key);
+  auto* entry = st.dir.find_any(c.key);
   // Another owner may answer gets of this key from its fast index: it must
   // stop before this version becomes current.
   if (may_be_served(entry, ctx.source, cleared) && entry->version < c.version) {
@@ -382,7 +388,9 @@ void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l)
 void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r,
                std::optional<served_by> cleared = {}) {
   auto& st = self->state;
-  auto* entry = st.dir.find(r.key);
+  auto* entry = st.dir.find_any(r.key);
+  bool live = st.dir.find(r.key) != nullptr;
+  if (r.if_version != 0 && !live) entry = nullptr;
   if (r.if_version != 0 && (entry == nullptr || entry->version != r.if_version)) {
     auto now = entry == nullptr ? std::string{"has no committed version"}
                                 : "is at version " + std::to_string(entry->version);
@@ -394,13 +402,14 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
     when_not_served(self, r.key, entry->holder, [self, ctx, r, now] { on_remove(self, ctx, r, now); });
     return;
   }
+  live = st.dir.find(r.key) != nullptr;
   auto removed = st.dir.remove(r.key);
   if (removed) {
     st.journal->object_removed(r.key);
     changed(self);
     tell_drop(self, {removed->holder, r.key, removed->version});
   }
-  answer(self, ctx, wire::remove_key_reply{removed.has_value()});
+  answer(self, ctx, wire::remove_key_reply{removed.has_value() && live});
 }
 
 /// The holder of a key's current version wants to evict it: granted
@@ -409,7 +418,7 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
 /// itself once granted.
 void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   auto& st = self->state;
-  auto* entry = st.dir.find(e.key);
+  auto* entry = st.dir.find_any(e.key);
   bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source;
   if (granted) {
     st.dir.remove(e.key);
@@ -419,8 +428,26 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   answer(self, ctx, wire::evict_reply{granted});
 }
 
+/// Takes out an expired version once its holder surely stopped serving
+/// it (unless the key moved on meanwhile).
+void expire_key(self_ptr self, const std::string& key, std::uint64_t version) {
+  auto* entry = self->state.dir.find_any(key);
+  if (entry == nullptr || entry->version != version) return (void)self->state.expiring.erase(key);
+  when_not_served(self, key, entry->holder, [self, key, version] {
+    auto& st = self->state;
+    st.expiring.erase(key);
+    auto* now = st.dir.find_any(key);
+    if (now == nullptr || now->version != version) return;
+    auto removed = st.dir.remove(key);
+    st.journal->object_removed(key);
+    changed(self);
+    tell_drop(self, {removed->holder, key, removed->version});
+  });
+}
+
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
+  st.dir.advance(st.wall_ms());
   auto ctx = st.ep->context_of(link, msg);
   const peer_info& peer = *st.ep->peer(link);
   std::visit(
@@ -467,6 +494,10 @@ void on_tick(self_ptr self) {
                        format_duration(st.cfg.heartbeat_timeout));
   }
   for (auto& s : st.dir.expire(now)) tell_drop(self, s);
+  st.dir.advance(st.wall_ms());
+  for (auto& [key, version] : st.dir.expired(expire_batch)) {
+    if (st.expiring.insert(key).second) expire_key(self, key, version);
+  }
   auto interval = std::chrono::duration_cast<clock_duration>(st.cfg.heartbeat_interval);
   self->delayed_send(self, timer_delay(st.ep->faults(), interval), tick_atom::value);
 }
@@ -476,6 +507,10 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   auto& st = self->state;
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
+  st.wall_ms = deps.wall_ms ? deps.wall_ms : [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch()).count();
+  };
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include <caf/fwd.hpp>
 
@@ -28,6 +29,9 @@ struct master_deps {
   /// restart forgets the cluster). REQUIRES: outlives the actor.
   durable_store* store = nullptr;
   std::uint64_t seed = 1;
+  /// Wall time in milliseconds since the Unix epoch, which TTLs are kept
+  /// in; empty: the system clock (the simulator gives its virtual one).
+  std::function<std::int64_t()> wall_ms = {};
 };
 
 /// What the master recovered from its store when it started.

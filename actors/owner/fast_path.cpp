@@ -4,10 +4,11 @@
 
 namespace sluice {
 
-void fast_index::publish(const std::string& key, std::uint64_t version, shared_bytes bytes) {
+void fast_index::publish(const std::string& key, std::uint64_t version, shared_bytes bytes,
+                         std::chrono::steady_clock::time_point expires) {
   std::lock_guard guard{mutex_};
-  auto [it, inserted] = entries_.try_emplace(key, entry{version, bytes});
-  if (!inserted && it->second.version < version) it->second = entry{version, std::move(bytes)};
+  auto [it, inserted] = entries_.try_emplace(key, entry{version, bytes, expires, false});
+  if (!inserted && it->second.version < version) it->second = entry{version, std::move(bytes), expires, false};
 }
 
 void fast_index::erase(const std::string& key) {
@@ -61,7 +62,7 @@ std::optional<wire::outbound_frame> serve_fast(const fast_index& index, node_id 
   auto* get = std::get_if<wire::kv_get>(&msg->env.body);
   if (get == nullptr) return std::nullopt;
   auto found = index.find(get->key);
-  if (!found) return std::nullopt;
+  if (!found || now >= found->expires) return std::nullopt;
   wire::envelope reply;
   reply.reply_to = msg->env.request_id;
   reply.source = self;

@@ -39,6 +39,8 @@ class fast_index {
   struct entry {
     std::uint64_t version = 0;
     shared_bytes bytes;
+    /// Not served from the index from then on (the value's TTL).
+    std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
     /// Read through the index since take_touched() last looked: reads
     /// answered here never reach the owner actor, whose eviction policy
     /// learns of them this way.
@@ -46,7 +48,8 @@ class fast_index {
   };
 
   /// Makes `version` of `key` servable, unless a newer one is.
-  void publish(const std::string& key, std::uint64_t version, shared_bytes bytes);
+  void publish(const std::string& key, std::uint64_t version, shared_bytes bytes,
+               std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max());
   void erase(const std::string& key);
   /// Erases `key` only if `version` is the one published.
   void erase_version(const std::string& key, std::uint64_t version);

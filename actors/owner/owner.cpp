@@ -142,8 +142,8 @@ void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f
 /// Stores a version locally and commits it with the master; `done` gets
 /// the version or the reason it is not visible.
 void store_and_commit(self_ptr self, std::string key, std::uint64_t version, shared_bytes value,
-                      clock_time deadline, std::function<void(result<std::uint64_t>)> done,
-                      bool made_room = false) {
+                      std::uint64_t ttl_ms, clock_time deadline,
+                      std::function<void(result<std::uint64_t>)> done, bool made_room = false) {
   auto& st = self->state;
   auto size = value.size();
   // Fault site: the write to the store fails.
@@ -152,8 +152,8 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                     : st.store->put(key, version, value);
   if (!stored && stored.code() == errc::no_capacity && !made_room) {
     // Evict, then try once more; no room after that is no_capacity.
-    return make_room(self, size, [self, key, version, value, deadline, done] {
-      store_and_commit(self, key, version, value, deadline, done, true);
+    return make_room(self, size, [self, key, version, value, ttl_ms, deadline, done] {
+      store_and_commit(self, key, version, value, ttl_ms, deadline, done, true);
     });
   }
   if (!stored) {
@@ -166,8 +166,11 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
   st.index->erase(key);
   auto change = st.next_change++;
   st.latest_change[key] = change;
+  // The master counts the TTL from when it commits, later than now: the
+  // fast index stops serving the value a little before it expires.
+  auto expires = ttl_ms == 0 ? clock_time::max() : st.ep->now() + std::chrono::milliseconds{ttl_ms};
   ask_master(self, wire::commit{key, version, size}, deadline,
-             [self, key, version, size, done, change](result<wire::message> reply) {
+             [self, key, version, size, done, change, expires](result<wire::message> reply) {
                auto& st = self->state;
                auto latest = st.latest_change.find(key);
                bool still_latest = latest != st.latest_change.end() && latest->second == change;
@@ -186,7 +189,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                }
                if (ok->current && still_latest) {
                  if (auto bytes = self->state.store->get(key, version)) {
-                   self->state.index->publish(key, version, std::move(*bytes));
+                   self->state.index->publish(key, version, std::move(*bytes), expires);
                  }
                }
                if (ok->current) evictable(self, key, version, size);
@@ -197,7 +200,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
 // --- kv, served to clients ------------------------------------------------
 
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
-               wire::put_condition condition) {
+               wire::put_condition condition, std::uint64_t ttl_ms) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -206,13 +209,13 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
   }
-  wire::place p{key, value.size(), st.ep->me().id, condition};
-  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value](result<wire::message> reply) {
+  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms};
+  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
     if (!placed) return st.ep->reply_error(ctx, placed.error());
     if (placed->target.owner == st.ep->me().id) {
-      store_and_commit(self, key, placed->version, value, ctx.deadline,
+      store_and_commit(self, key, placed->version, value, ttl_ms, ctx.deadline,
                        [self, ctx](result<std::uint64_t> v) {
                          if (!v) return self->state.ep->reply_error(ctx, v.error());
                          self->state.ep->reply(ctx, wire::kv_put_reply{*v});
@@ -222,7 +225,7 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
     auto link = owner_link(self, placed->target);
     if (!link) return st.ep->reply_error(ctx, link.error());
     auto version = placed->version;
-    st.ep->request(*link, wire::store{key, version}, value, ctx.deadline,
+    st.ep->request(*link, wire::store{key, version, ttl_ms}, value, ctx.deadline,
                    [self, ctx, version](result<wire::message> r) {
                      if (!r) return self->state.ep->reply_error(ctx, r.error());
                      self->state.ep->reply(ctx, wire::kv_put_reply{version});
@@ -325,7 +328,7 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
                                          "this owner has no shared-memory pool; send the value with a put"});
   }
   auto id = st.next_reservation++;
-  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition});
+  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
 }
 
@@ -338,11 +341,11 @@ void serve_commit_reservation(self_ptr self, const request_context& ctx, std::ui
   }
   auto r = std::move(it->second);
   st.reservations.erase(it);
-  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition);
+  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms);
 }
 
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
-  store_and_commit(self, s.key, s.version, std::move(value), ctx.deadline,
+  store_and_commit(self, s.key, s.version, std::move(value), s.ttl_ms, ctx.deadline,
                    [self, ctx](result<std::uint64_t> v) {
                      if (!v) return self->state.ep->reply_error(ctx, v.error());
                      self->state.ep->reply(ctx, wire::ok_reply{});
@@ -354,7 +357,8 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto ctx = st.ep->context_of(link, msg);
   std::visit(
       overloaded{
-          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition); },
+          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms);
+          },
           [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
           [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key), r.if_version); },
           [&](wire::kv_exists& e) { serve_exists(self, ctx, std::move(e.key)); },

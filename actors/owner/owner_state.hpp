@@ -32,6 +32,7 @@ struct reservation {
   std::string key;
   shared_bytes bytes;
   wire::put_condition condition;
+  std::uint64_t ttl_ms = 0;
 };
 
 struct owner_state {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/cli/cli.hpp"
+#include "runtime/units.hpp"
 #include "sluice/client.hpp"
 
 namespace sluice::cli {
@@ -24,6 +25,7 @@ struct kv_flags {
   int timeout_ms = 0;  // 0: from the config, else 5 s
   bool if_absent = false;         // put
   std::uint64_t if_version = 0;   // put, rm
+  std::string ttl;                // put: a duration, "" = none
   std::uint64_t limit = 0;        // ls: 0 = every key
   std::string start_after;        // ls
   bool json = false;              // ls
@@ -81,11 +83,19 @@ result<std::string> read_source(const std::string& source) {
 }
 
 int run_put(const kv_flags& f) {
+  put_options options{.if_absent = f.if_absent, .if_version = f.if_version};
+  if (!f.ttl.empty()) {
+    auto ttl = parse_duration(f.ttl);
+    if (!ttl || ttl->count() <= 0) {
+      return usage("put", error{errc::invalid_argument, "--ttl: not a duration above 0 (such as 30s or 500ms): '" + f.ttl + "'"});
+    }
+    options.ttl = std::chrono::duration_cast<std::chrono::milliseconds>(*ttl);
+    if (options.ttl.count() == 0) options.ttl = std::chrono::milliseconds{1};
+  }
   auto bytes = read_source(f.source);
   if (!bytes) return usage("put", bytes.error());
   auto c = open(f);
   if (!c) return report("put", f.key, c.error());
-  put_options options{.if_absent = f.if_absent, .if_version = f.if_version};
   auto version = (*c)->put(f.key, *bytes, options);
   if (!version) return report("put", f.key, version.error());
   std::cerr << "put '" << shown(f.key) << "': " << bytes->size() << " bytes, version " << *version << "\n";
@@ -199,6 +209,7 @@ void add_kv_commands(CLI::App& app, int& exit_code) {
   put->add_option("--if-version", f->if_version, "Store only if KEY's committed version is N")
       ->check(CLI::PositiveNumber)
       ->excludes(absent);
+  put->add_option("--ttl", f->ttl, "Expire the value this long after it is stored (30s, 500ms, 2h)");
   put->callback([f, &exit_code] { exit_code = run_put(*f); });
 
   auto* get = add_kv_subcommand(*kv, "get", "Write the value of KEY to stdout", *f);

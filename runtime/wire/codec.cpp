@@ -129,6 +129,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setPreferred(x.preferred.value);
             p.setIfAbsent(x.condition.if_absent);
             p.setIfVersion(x.condition.if_version);
+            p.setTtlMs(x.ttl_ms);
           },
           [&](const place_reply& x) {
             auto p = b.initPlaceReply();
@@ -159,12 +160,18 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const drop& x) { set_key_version(b.initDrop(), x.key, x.version); },
           [&](const fetch& x) { set_key_version(b.initFetch(), x.key, x.version); },
           [&](const fetch_reply& x) { b.setFetchReply(x.version); },
-          [&](const store& x) { set_key_version(b.initStore(), x.key, x.version); },
+          [&](const store& x) {
+            auto st = b.initStore();
+            st.setKey(as_data(x.key));
+            st.setVersion(x.version);
+            st.setTtlMs(x.ttl_ms);
+          },
           [&](const kv_put& x) {
             auto p = b.initKvPut();
             p.setKey(as_data(x.key));
             p.setIfAbsent(x.condition.if_absent);
             p.setIfVersion(x.condition.if_version);
+            p.setTtlMs(x.ttl_ms);
           },
           [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
           [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
@@ -187,6 +194,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setSize(x.size);
             r.setIfAbsent(x.condition.if_absent);
             r.setIfVersion(x.condition.if_version);
+            r.setTtlMs(x.ttl_ms);
           },
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
@@ -279,7 +287,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::PLACE: {
       auto p = b.getPlace();
       return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
-                        put_condition{p.getIfAbsent(), p.getIfVersion()}}};
+                        put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs()}};
     }
     case W::PLACE_REPLY: {
       auto p = b.getPlaceReply();
@@ -316,11 +324,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::FETCH_REPLY: return body{fetch_reply{b.getFetchReply()}};
     case W::STORE: {
       auto x = b.getStore();
-      return body{store{from_data(x.getKey()), x.getVersion()}};
+      return body{store{from_data(x.getKey()), x.getVersion(), x.getTtlMs()}};
     }
     case W::KV_PUT: {
       auto p = b.getKvPut();
-      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}}};
+      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs()}};
     }
     case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
     case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
@@ -339,7 +347,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::KV_RESERVE: {
       auto r = b.getKvReserve();
       return body{kv_reserve{from_data(r.getKey()), r.getSize(),
-                             put_condition{r.getIfAbsent(), r.getIfVersion()}}};
+                             put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs()}};
     }
     case W::KV_RESERVE_REPLY: {
       auto r = b.getKvReserveReply();

@@ -103,6 +103,7 @@ struct place {
   std::uint64_t size = 0;
   node_id preferred;  ///< the owner the put came through
   put_condition condition;
+  std::uint64_t ttl_ms = 0;  ///< the version expires this long after its commit; 0: never
 };
 
 struct place_reply {
@@ -178,6 +179,7 @@ struct fetch_reply {
 struct store {
   std::string key;
   std::uint64_t version = 0;
+  std::uint64_t ttl_ms = 0;
 };
 
 // --- kv (client <-> owner) ---------------------------------------------
@@ -186,6 +188,7 @@ struct store {
 struct kv_put {
   std::string key;
   put_condition condition;
+  std::uint64_t ttl_ms = 0;
 };
 
 struct kv_put_reply {
@@ -231,6 +234,7 @@ struct kv_reserve {
   std::string key;
   std::uint64_t size = 0;
   put_condition condition;  ///< checked when the reservation commits
+  std::uint64_t ttl_ms = 0;
 };
 
 struct kv_reserve_reply {

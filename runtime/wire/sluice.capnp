@@ -37,7 +37,7 @@ struct Envelope {
     drop @21 :KeyVersion;
     fetch @22 :KeyVersion;
     fetchReply @23 :UInt64;          # version
-    store @24 :KeyVersion;
+    store @24 :Store;
     kvPut @25 :KvPut;
     kvPutReply @26 :UInt64;          # version
     kvGet @27 :Key;
@@ -101,10 +101,17 @@ struct KeySize {
 # A put's condition, checked when it is placed and again when it commits:
 # ifAbsent — the key has no committed version; ifVersion (non-zero) — the
 # key's committed version is this one. At most one of them is set.
+struct Store {
+  key @0 :Data;
+  version @1 :UInt64;
+  ttlMs @2 :UInt64;        # the put's time to live (the holder stops serving it from its fast index by then)
+}
+
 struct KvPut {
   key @0 :Data;
   ifAbsent @1 :Bool;
   ifVersion @2 :UInt64;
+  ttlMs @3 :UInt64;        # the value expires this long after it commits; 0: never
 }
 
 struct KvReserve {
@@ -112,6 +119,7 @@ struct KvReserve {
   size @1 :UInt64;
   ifAbsent @2 :Bool;
   ifVersion @3 :UInt64;
+  ttlMs @4 :UInt64;
 }
 
 struct RemoveKey {
@@ -184,6 +192,7 @@ struct Place {
   preferred @2 :UInt64;
   ifAbsent @3 :Bool;
   ifVersion @4 :UInt64;
+  ttlMs @5 :UInt64;
 }
 
 struct PlaceReply {

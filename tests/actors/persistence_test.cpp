@@ -118,3 +118,49 @@ TEST_CASE("directory: remove_holder forgets what one owner held, nothing else") 
   CHECK(d.usage_of(a).objects == 0);
   CHECK(d.object_count() == 1);
 }
+
+TEST_CASE("directory: a version with a TTL expires at its wall time, survives a restart, and is taken out") {
+  sluice::memory_durable_store store;
+  {
+    directory d;
+    persistence p{&store};
+    d.advance(1'000'000);
+    auto v = d.begin_put("short", 5, a, t0 + 1s, {}, 250);
+    REQUIRE(d.commit("short", v, a).ok());
+    p.object_committed("short", *d.find_any("short"));
+    put(d, p, "forever", 5, a);
+    CHECK(d.find_any("short")->expires_ms == 1'000'250);
+    CHECK(d.find("short") != nullptr);
+    d.advance(1'000'249);
+    CHECK(d.expired(10).empty());
+    REQUIRE(p.sync().ok());
+  }
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  REQUIRE(p.load(d, members).ok());
+  d.advance(1'000'100);
+  REQUIRE(d.find("short") != nullptr);
+  CHECK(d.find("short")->expires_ms == 1'000'250);
+  CHECK(d.count("") == 2);
+  d.advance(1'000'250);  // the TTL ran out
+  CHECK(d.find("short") == nullptr);
+  CHECK(d.find_any("short") != nullptr);  // listed until taken out
+  CHECK(d.check("short", sluice::wire::put_condition{true, 0}).ok());  // absent, for a condition
+  CHECK(d.count("") == 1);
+  CHECK(d.list("", "", 10).keys.size() == 1);
+  auto expired = d.expired(10);
+  REQUIRE(expired.size() == 1);
+  CHECK(expired[0].first == "short");
+  REQUIRE(d.remove("short"));
+  CHECK(d.expired(10).empty());
+  // An overwrite without a TTL clears it.
+  d.advance(2'000'000);
+  auto v = d.begin_put("forever", 5, a, t0 + 1s, {}, 10);
+  REQUIRE(d.commit("forever", v, a).ok());
+  auto w = d.begin_put("forever", 5, a, t0 + 1s);
+  REQUIRE(d.commit("forever", w, a).ok());
+  d.advance(3'000'000);
+  CHECK(d.find("forever") != nullptr);
+  CHECK(d.expired(10).empty());
+}

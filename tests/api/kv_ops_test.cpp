@@ -162,3 +162,24 @@ TEST_CASE_FIXTURE(fixture, "kv: list pages through every key of a prefix exactly
   for (auto& k : all->keys) CHECK(k.key != "logs/42");
   CHECK(kv->list(std::string(5000, 'p')).code() == errc::invalid_argument);
 }
+
+TEST_CASE_FIXTURE(fixture, "kv: a value with a TTL answers not_found once it expired, and only then") {
+  using namespace std::chrono_literals;
+  REQUIRE(kv->put("session/1", "token", sluice::put_options{.ttl = 400ms}).ok());
+  REQUIRE(kv->put("session/2", "forever").ok());
+  auto start = std::chrono::steady_clock::now();
+  auto got = kv->get("session/1");
+  if (std::chrono::steady_clock::now() - start < 300ms) {
+    CHECK(got.value().str() == "token");
+    CHECK(kv->count("session/").value() == 2);
+  }
+  std::this_thread::sleep_for(450ms);
+  CHECK(kv->get("session/1").code() == errc::not_found);
+  CHECK_FALSE(kv->exists("session/1").value());
+  CHECK(kv->count("session/").value() == 1);
+  CHECK(kv->get("session/2").value().str() == "forever");
+  // Expired means absent: an only-if-absent put succeeds.
+  CHECK(kv->put("session/1", "again", sluice::put_options{.if_absent = true}).ok());
+  CHECK(kv->get("session/1").value().str() == "again");
+  CHECK(kv->put("k", "x", sluice::put_options{.ttl = std::chrono::milliseconds{-1}}).code() == errc::invalid_argument);
+}

@@ -127,6 +127,15 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   CHECK(rest.out.find("dir/c\t") == 0);
   auto count = sluice::test::run(sluice_bin, {"kv", "count", "--connect", up.address});
   CHECK(count.out == "4\n");
+  auto ttl = sluice::test::run(sluice_bin, {"kv", "put", "short", file, "--ttl", "300ms", "--connect", up.address});
+  CHECK_MESSAGE(ttl.exit_code == 0, ttl.err);
+  auto bad_ttl = sluice::test::run(sluice_bin, {"kv", "put", "short", file, "--ttl", "soon", "--connect", up.address});
+  CHECK(bad_ttl.exit_code == 2);
+  CHECK(bad_ttl.err.find("--ttl") != std::string::npos);
+  std::this_thread::sleep_for(400ms);
+  auto expired = sluice::test::run(sluice_bin, {"kv", "get", "short", "--connect", up.address});
+  CHECK(expired.exit_code == 1);
+  CHECK(expired.err.find("not_found") != std::string::npos);
   std::remove(file.c_str());
 
   // SIGTERM stops the node cleanly.

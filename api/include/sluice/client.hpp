@@ -71,6 +71,9 @@ struct put_options {
   bool if_absent = false;
   /// Non-zero: store only if the key's committed version is this one.
   std::uint64_t if_version = 0;
+  /// Non-zero: the value expires this long after it commits — the key
+  /// then answers not_found (see docs/concepts.md, "Time to live").
+  std::chrono::milliseconds ttl{0};
 };
 
 struct remove_options {
