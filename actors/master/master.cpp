@@ -1,5 +1,7 @@
 #include "actors/master/master.hpp"
 
+#include <limits>
+
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -419,7 +421,8 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
 void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   auto& st = self->state;
   auto* entry = st.dir.find_any(e.key);
-  bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source;
+  bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source &&
+                 !st.dir.pinned(*entry);
   if (granted) {
     st.dir.remove(e.key);
     st.journal->object_removed(e.key);
@@ -468,6 +471,23 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::evict& e) { on_evict(self, ctx, e); },
+          [&](const wire::pin& p) {
+            auto until = p.ttl_ms == 0 ? std::numeric_limits<std::int64_t>::max()
+                                       : st.wall_ms() + static_cast<std::int64_t>(std::min<std::uint64_t>(p.ttl_ms, 1ULL << 50));
+            auto pinned = st.dir.pin(p.key, until);
+            if (!pinned) return answer_error(self, ctx, pinned.error());
+            st.journal->object_committed(p.key, *st.dir.find_any(p.key));
+            changed(self);
+            answer(self, ctx, wire::pin_reply{*pinned});
+          },
+          [&](const wire::unpin& u) {
+            bool was = st.dir.unpin(u.key);
+            if (auto* entry = st.dir.find_any(u.key)) {
+              st.journal->object_committed(u.key, *entry);
+              changed(self);
+            }
+            answer(self, ctx, wire::unpin_reply{was});
+          },
           [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
           [&](const wire::list_keys& l) {
             auto limit = l.limit == 0 ? list_limit_default : std::min(l.limit, list_limit_max);

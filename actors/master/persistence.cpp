@@ -92,6 +92,7 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
     e.size = r.u64();
     e.holder = node_id{r.u64()};
     if (!r.rest.empty()) e.expires_ms = static_cast<std::int64_t>(r.u64());
+    if (!r.rest.empty()) e.pinned_until_ms = static_cast<std::int64_t>(r.u64());
     if (!r.ok || !r.rest.empty() || e.version == 0) {
       bad = corrupt(key, "not an object");
       return;
@@ -131,7 +132,10 @@ void persistence::object_committed(const std::string& key, const object_entry& e
   put_u64(scratch_, entry.version);
   put_u64(scratch_, entry.size);
   put_u64(scratch_, entry.holder.value);
-  if (entry.expires_ms != 0) put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  if (entry.expires_ms != 0 || entry.pinned_until_ms != 0) {
+    put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  }
+  if (entry.pinned_until_ms != 0) put_u64(scratch_, static_cast<std::uint64_t>(entry.pinned_until_ms));
   auto value = scratch_;
   scratch_.assign(object_prefix);
   scratch_ += key;

@@ -365,6 +365,8 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::cluster_status& s) { forward_to_master<wire::cluster_status_reply>(self, ctx, s); },
           [&](wire::list_keys& l) { forward_to_master<wire::list_keys_reply>(self, ctx, std::move(l)); },
           [&](wire::count_keys& c) { forward_to_master<wire::count_keys_reply>(self, ctx, std::move(c)); },
+          [&](wire::pin& p) { forward_to_master<wire::pin_reply>(self, ctx, std::move(p)); },
+          [&](wire::unpin& u) { forward_to_master<wire::unpin_reply>(self, ctx, std::move(u)); },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) {

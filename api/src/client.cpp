@@ -357,6 +357,32 @@ result<std::uint64_t> client::count(std::string_view prefix, call_options option
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
+result<std::uint64_t> client::pin(std::string_view key, std::chrono::milliseconds ttl, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  if (ttl.count() < 0) return fail(errc::invalid_argument, "a negative pin time");
+  auto convert = [](result<wire::message>& reply) -> result<std::uint64_t> {
+    auto body = reply_body<wire::pin_reply>(reply);
+    if (!body) return std::move(body).error();
+    return body->version;
+  };
+  auto [done, future] = promise_callback<std::uint64_t>();
+  call<std::uint64_t>(*impl_, wire::pin{std::string{key}, static_cast<std::uint64_t>(ttl.count())}, {}, options,
+                      convert, std::move(done));
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
+result<bool> client::unpin(std::string_view key, call_options options) {
+  if (auto ok = check_key(key); !ok) return ok.error();
+  auto convert = [](result<wire::message>& reply) -> result<bool> {
+    auto body = reply_body<wire::unpin_reply>(reply);
+    if (!body) return std::move(body).error();
+    return body->was_pinned;
+  };
+  auto [done, future] = promise_callback<bool>();
+  call<bool>(*impl_, wire::unpin{std::string{key}}, {}, options, convert, std::move(done));
+  return wait_for(std::move(future), effective(*impl_, options));
+}
+
 result<cluster_status> client::status(call_options options) {
   auto [done, future] = promise_callback<cluster_status>();
   call<cluster_status>(*impl_, wire::cluster_status{}, {}, options, to_status, std::move(done));

@@ -228,6 +228,14 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const count_keys_reply& x) { b.setCountKeysReply(x.count); },
           [&](const evict& x) { set_key_version(b.initEvict(), x.key, x.version); },
           [&](const evict_reply& x) { b.setEvictReply(x.evicted); },
+          [&](const pin& x) {
+            auto p = b.initPin();
+            p.setKey(as_data(x.key));
+            p.setTtlMs(x.ttl_ms);
+          },
+          [&](const pin_reply& x) { b.setPinReply(x.version); },
+          [&](const unpin& x) { b.initUnpin().setKey(as_data(x.key)); },
+          [&](const unpin_reply& x) { b.setUnpinReply(x.was_pinned); },
       },
       msg);
 }
@@ -376,6 +384,13 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       return body{evict{from_data(e.getKey()), e.getVersion()}};
     }
     case W::EVICT_REPLY: return body{evict_reply{b.getEvictReply()}};
+    case W::PIN: {
+      auto p = b.getPin();
+      return body{pin{from_data(p.getKey()), p.getTtlMs()}};
+    }
+    case W::PIN_REPLY: return body{pin_reply{b.getPinReply()}};
+    case W::UNPIN: return body{unpin{from_data(b.getUnpin().getKey())}};
+    case W::UNPIN_REPLY: return body{unpin_reply{b.getUnpinReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -520,7 +535,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

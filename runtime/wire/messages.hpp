@@ -297,6 +297,26 @@ struct evict_reply {
   bool evicted = false;  ///< false: keep it (pinned, or no longer current)
 };
 
+// --- pins (client -> owner -> master) --------------------------------------
+
+/// Keep `key` from eviction for `ttl_ms` (0: until unpinned).
+struct pin {
+  std::string key;
+  std::uint64_t ttl_ms = 0;
+};
+
+struct pin_reply {
+  std::uint64_t version = 0;  ///< the key's committed version when pinned
+};
+
+struct unpin {
+  std::string key;
+};
+
+struct unpin_reply {
+  bool was_pinned = false;
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -334,7 +354,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           cluster_status, cluster_status_reply, ping, leave,
                           kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
                           invalidate, commit_reply, list_keys, list_keys_reply,
-                          count_keys, count_keys_reply, evict, evict_reply>;
+                          count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
+                          unpin, unpin_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

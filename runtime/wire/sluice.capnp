@@ -62,6 +62,10 @@ struct Envelope {
     countKeysReply @46 :UInt64;      # matching keys
     evict @47 :KeyVersion;
     evictReply @48 :Bool;            # evicted
+    pin @49 :Pin;
+    pinReply @50 :UInt64;            # the pinned key's committed version
+    unpin @51 :Key;
+    unpinReply @52 :Bool;            # it was pinned
   }
 }
 
@@ -105,6 +109,11 @@ struct Store {
   key @0 :Data;
   version @1 :UInt64;
   ttlMs @2 :UInt64;        # the put's time to live (the holder stops serving it from its fast index by then)
+}
+
+struct Pin {
+  key @0 :Data;
+  ttlMs @1 :UInt64;        # the pin lapses this long from now; 0: until unpinned
 }
 
 struct KvPut {

@@ -164,3 +164,36 @@ TEST_CASE("directory: a version with a TTL expires at its wall time, survives a 
   CHECK(d.find("forever") != nullptr);
   CHECK(d.expired(10).empty());
 }
+
+TEST_CASE("directory: a pin survives a restart and overwrites, and goes with a remove") {
+  sluice::memory_durable_store store;
+  {
+    directory d;
+    persistence p{&store};
+    d.advance(1'000);
+    put(d, p, "p", 5, a);
+    REQUIRE(d.pin("p", 5'000).ok());
+    p.object_committed("p", *d.find_any("p"));
+    CHECK(d.pin("missing", 5'000).code() == sluice::errc::not_found);
+    REQUIRE(p.sync().ok());
+  }
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  REQUIRE(p.load(d, members).ok());
+  d.advance(2'000);
+  REQUIRE(d.find("p") != nullptr);
+  CHECK(d.pinned(*d.find("p")));
+  CHECK(d.find("p")->expires_ms == 0);
+  put(d, p, "p", 6, a);  // overwritten: still pinned
+  CHECK(d.pinned(*d.find("p")));
+  d.advance(5'000);  // lapsed
+  CHECK_FALSE(d.pinned(*d.find("p")));
+  REQUIRE(d.pin("p", 9'000).ok());
+  CHECK(d.unpin("p"));
+  CHECK_FALSE(d.pinned(*d.find("p")));
+  REQUIRE(d.pin("p", 9'000).ok());
+  REQUIRE(d.remove("p"));
+  put(d, p, "p", 1, a);
+  CHECK_FALSE(d.pinned(*d.find("p")));
+}

@@ -115,3 +115,24 @@ TEST_CASE("eviction: with eviction off a full owner answers no_capacity and keep
   CHECK(stored < 12);
   for (int i = 0; i < stored; ++i) CHECK(f.kv->get("k" + std::to_string(i)).value().str() == value_for(i));
 }
+
+TEST_CASE("eviction: a pinned key is never evicted until its pin is lifted or lapses") {
+  fixture f{"capacity = \"1MiB\"\nshm = \"off\"\nevict_high = 90\nevict_low = 60\n"};
+  REQUIRE(f.kv->put("pinned", value_for(0)).ok());
+  REQUIRE(f.kv->put("briefly", value_for(1)).ok());
+  CHECK(f.kv->pin("pinned").value() > 0);
+  CHECK(f.kv->pin("briefly", 300ms).ok());
+  CHECK(f.kv->pin("missing").code() == errc::not_found);
+  // The oldest keys, never read again: only the pins keep them.
+  for (int i = 2; i < 30; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
+  CHECK(f.kv->get("pinned").value().str() == value_for(0));
+  CHECK(f.kv->exists("briefly").value());
+  CHECK_FALSE(f.kv->exists("k2").value());  // unpinned and old: gone
+  // The short pin lapses; the other is lifted.
+  std::this_thread::sleep_for(350ms);
+  CHECK(f.kv->unpin("pinned").value());
+  CHECK_FALSE(f.kv->unpin("pinned").value());
+  for (int i = 30; i < 50; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
+  CHECK_FALSE(f.kv->exists("pinned").value());
+  CHECK_FALSE(f.kv->exists("briefly").value());
+}

@@ -72,6 +72,10 @@ auto fields(const count_keys& x) { return std::tie(x.prefix); }
 auto fields(const count_keys_reply& x) { return std::tie(x.count); }
 auto fields(const evict& x) { return std::tie(x.key, x.version); }
 auto fields(const evict_reply& x) { return std::tie(x.evicted); }
+auto fields(const pin& x) { return std::tie(x.key, x.ttl_ms); }
+auto fields(const pin_reply& x) { return std::tie(x.version); }
+auto fields(const unpin& x) { return std::tie(x.key); }
+auto fields(const unpin_reply& x) { return std::tie(x.was_pinned); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions);
@@ -214,6 +218,11 @@ std::vector<body> sample_bodies() {
       evict{key_with_nul, max},
       evict_reply{true},
       evict_reply{false},
+      pin{key_with_nul, 0},
+      pin{"p", max},
+      pin_reply{max},
+      unpin{key_not_utf8},
+      unpin_reply{true},
       large_status(0),
       large_status(1000),
   };
@@ -617,4 +626,6 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(count_keys_reply{}) == "count_keys_reply");
   CHECK(body_name(evict{}) == "evict");
   CHECK(body_name(evict_reply{}) == "evict_reply");
+  CHECK(body_name(pin{}) == "pin");
+  CHECK(body_name(unpin_reply{}) == "unpin_reply");
 }

@@ -212,6 +212,15 @@ class client {
   /// How many committed keys start with `prefix`.
   result<std::uint64_t> count(std::string_view prefix, call_options options = {});
 
+  /// Keeps `key` from eviction for `ttl` (0: until unpin()); returns its
+  /// committed version, or not_found. The pin belongs to the key: it
+  /// stays across overwrites, goes with a remove, and does not stop a
+  /// time to live. A later pin extends an earlier one, never shortens it.
+  result<std::uint64_t> pin(std::string_view key, std::chrono::milliseconds ttl = std::chrono::milliseconds{0},
+                            call_options options = {});
+  /// Lifts the key's pin; returns whether it was pinned.
+  result<bool> unpin(std::string_view key, call_options options = {});
+
   /// Members of the cluster, their state and usage.
   result<cluster_status> status(call_options options = {});
 
