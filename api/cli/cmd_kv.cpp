@@ -170,6 +170,33 @@ int run_ls(const kv_flags& f) {
   return exit_ok;
 }
 
+int run_pin(const kv_flags& f) {
+  std::chrono::milliseconds ttl{0};
+  if (!f.ttl.empty()) {
+    auto parsed = parse_duration(f.ttl);
+    if (!parsed || parsed->count() <= 0) {
+      return usage("pin", error{errc::invalid_argument, "--ttl: not a duration above 0 (such as 30s or 500ms): '" + f.ttl + "'"});
+    }
+    ttl = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(*parsed), std::chrono::milliseconds{1});
+  }
+  auto c = open(f);
+  if (!c) return report("pin", f.key, c.error());
+  auto version = (*c)->pin(f.key, ttl);
+  if (!version) return report("pin", f.key, version.error());
+  std::cerr << "pinned '" << shown(f.key) << "' (version " << *version << ")"
+            << (ttl.count() == 0 ? std::string{" until unpinned"} : " for " + f.ttl) << "\n";
+  return exit_ok;
+}
+
+int run_unpin(const kv_flags& f) {
+  auto c = open(f);
+  if (!c) return report("unpin", f.key, c.error());
+  auto was = (*c)->unpin(f.key);
+  if (!was) return report("unpin", f.key, was.error());
+  std::cerr << (*was ? "unpinned '" : "was not pinned: '") << shown(f.key) << "'\n";
+  return *was ? exit_ok : exit_failed;
+}
+
 int run_count(const kv_flags& f) {
   auto c = open(f);
   if (!c) return report("count", f.key, c.error());
@@ -229,6 +256,13 @@ void add_kv_commands(CLI::App& app, int& exit_code) {
   ls->add_option("--start-after", f->start_after, "List keys after this one (to continue a listing)");
   ls->add_flag("--json", f->json, "Print JSON instead of lines");
   ls->callback([f, &exit_code] { exit_code = run_ls(*f); });
+
+  auto* pin = add_kv_subcommand(*kv, "pin", "Keep KEY from eviction (until unpinned, or for --ttl)", *f);
+  pin->add_option("--ttl", f->ttl, "Lift the pin after this long (30s, 500ms, 2h)");
+  pin->callback([f, &exit_code] { exit_code = run_pin(*f); });
+
+  auto* unpin = add_kv_subcommand(*kv, "unpin", "Lift KEY's pin (exit 1 when it had none)", *f);
+  unpin->callback([f, &exit_code] { exit_code = run_unpin(*f); });
 
   auto* count = add_kv_subcommand(*kv, "count", "Print how many keys start with PREFIX", *f, true);
   count->callback([f, &exit_code] { exit_code = run_count(*f); });

@@ -129,6 +129,15 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   CHECK(count.out == "4\n");
   auto ttl = sluice::test::run(sluice_bin, {"kv", "put", "short", file, "--ttl", "300ms", "--connect", up.address});
   CHECK_MESSAGE(ttl.exit_code == 0, ttl.err);
+  auto pin = sluice::test::run(sluice_bin, {"kv", "pin", "dir/a", "--connect", up.address});
+  CHECK_MESSAGE(pin.exit_code == 0, pin.err);
+  auto pin_missing = sluice::test::run(sluice_bin, {"kv", "pin", "nothing", "--ttl", "1s", "--connect", up.address});
+  CHECK(pin_missing.exit_code == 1);
+  CHECK(pin_missing.err.find("not_found") != std::string::npos);
+  auto unpin = sluice::test::run(sluice_bin, {"kv", "unpin", "dir/a", "--connect", up.address});
+  CHECK_MESSAGE(unpin.exit_code == 0, unpin.err);
+  auto unpin_again = sluice::test::run(sluice_bin, {"kv", "unpin", "dir/a", "--connect", up.address});
+  CHECK(unpin_again.exit_code == 1);
   auto bad_ttl = sluice::test::run(sluice_bin, {"kv", "put", "short", file, "--ttl", "soon", "--connect", up.address});
   CHECK(bad_ttl.exit_code == 2);
   CHECK(bad_ttl.err.find("--ttl") != std::string::npos);

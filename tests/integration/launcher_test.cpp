@@ -29,7 +29,8 @@ TEST_CASE("launcher: --help works for every command") {
   for (auto args : std::vector<std::vector<std::string>>{
            {"--help"}, {"up", "--help"}, {"master", "--help"}, {"owner", "--help"},
            {"kv", "--help"}, {"kv", "put", "--help"}, {"kv", "get", "--help"},
-           {"kv", "rm", "--help"}, {"status", "--help"}}) {
+           {"kv", "rm", "--help"}, {"kv", "ls", "--help"}, {"kv", "count", "--help"},
+           {"kv", "pin", "--help"}, {"kv", "unpin", "--help"}, {"status", "--help"}}) {
     auto r = sluice::test::run(sluice_bin, args);
     CHECK_MESSAGE(r.exit_code == 0, args.front());
     CHECK(contains(r.out, "Usage"));
