@@ -1,5 +1,7 @@
 #include "actors/common/endpoint.hpp"
 
+#include <algorithm>
+
 #include <caf/actor_cast.hpp>
 #include <caf/scheduled_actor.hpp>
 #include <caf/send.hpp>
@@ -237,6 +239,16 @@ void endpoint::flush() {
   flush_queued_ = false;
   for (auto link : held_links_) net_.flush(link);
   held_links_.clear();
+}
+
+std::vector<std::uint64_t> endpoint::peers_in_role(role r) const {
+  std::vector<std::uint64_t> out;
+  for (auto& [link, p] : peers_) {
+    if (p.greeted && p.peer_role == r) out.push_back(p.id.value);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 void endpoint::deliver_reply(wire::message msg) {

@@ -121,6 +121,8 @@ class endpoint {
 
   request_context context_of(transport::link_id link, const wire::message& msg) const;
   const peer_info* peer(transport::link_id link) const;
+  /// Node ids of the greeted peers in `r`, sorted, each once.
+  std::vector<std::uint64_t> peers_in_role(role r) const;
   /// The link to a greeted peer with this id, if there is one.
   std::optional<transport::link_id> link_to(node_id id) const;
   clock_time now() const { return self_->clock().now(); }

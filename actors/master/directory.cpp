@@ -48,7 +48,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms, 0});
+  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms});
   if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
     if (obj->second.version > version) {
@@ -63,7 +63,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
     u.objects -= 1;
     u.bytes -= old.size;
     set_expiry(key, old.expires_ms, expires_ms);
-    old = object_entry{version, size, holder, expires_ms, old.pinned_until_ms};
+    old = object_entry{version, size, holder, expires_ms};
   }
   auto& u = usage_[holder];
   u.objects += 1;
@@ -147,19 +147,6 @@ std::uint64_t directory::count(std::string_view prefix) const {
 const object_entry* directory::find(const std::string& key) const {
   auto* e = find_any(key);
   return e != nullptr && live(*e) ? e : nullptr;
-}
-
-result<std::uint64_t> directory::pin(const std::string& key, std::int64_t until_ms) {
-  auto it = objects_.find(key);
-  if (it == objects_.end() || !live(it->second)) return fail(errc::not_found, "key has no committed version");
-  it->second.pinned_until_ms = std::max(it->second.pinned_until_ms, until_ms);
-  return it->second.version;
-}
-
-bool directory::unpin(const std::string& key) {
-  auto it = objects_.find(key);
-  if (it == objects_.end()) return false;
-  return std::exchange(it->second.pinned_until_ms, 0) > now_ms_;
 }
 
 const object_entry* directory::find_any(const std::string& key) const {

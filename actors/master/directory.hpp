@@ -37,10 +37,6 @@ struct object_entry {
   /// When the version expires, in milliseconds of wall time since the
   /// Unix epoch (so it means the same after a restart); 0: never.
   std::int64_t expires_ms = 0;
-  /// Kept from eviction until then, in wall ms; 0: not pinned; the
-  /// largest value: until unpinned. A pin belongs to the key: it stays
-  /// across overwrites and goes with a remove.
-  std::int64_t pinned_until_ms = 0;
 };
 
 struct pending_entry {
@@ -99,14 +95,6 @@ class directory {
   /// Drops pending versions whose time ran out; returns them so their
   /// holders can be told.
   std::vector<stale_version> expire(clock_time now);
-
-  /// Pins the key's committed version until `until_ms` (wall ms; a later
-  /// pin extends, never shortens one); its version, or not_found.
-  result<std::uint64_t> pin(const std::string& key, std::int64_t until_ms);
-  /// Whether the key was pinned; it is not any more.
-  bool unpin(const std::string& key);
-  /// Whether a pin keeps the key from eviction now.
-  bool pinned(const object_entry& e) const noexcept { return e.pinned_until_ms > now_ms_; }
 
   /// The key's committed version unless it expired.
   const object_entry* find(const std::string& key) const;

@@ -39,6 +39,7 @@ constexpr std::size_t expire_batch = 10000;
 struct boot_state {
   directory dir;
   std::vector<master::member> members;
+  master::pin_table pins;
 };
 
 struct master_state {
@@ -46,6 +47,7 @@ struct master_state {
   master_section cfg;
   membership members;
   directory dir;
+  master::pin_table pins;
   std::optional<persistence> journal;
   /// Sends that depend on changes not yet durable, in order; they go out
   /// after the next successful sync.
@@ -85,6 +87,12 @@ void changed(self_ptr self) {
   self->send(self, sync_atom::value);
 }
 
+/// A key left the directory: its pins go with it.
+void key_gone(self_ptr self, const std::string& key) {
+  auto& st = self->state;
+  if (st.pins.forget_key(key)) st.journal->pins_changed(key, {});
+}
+
 /// Runs `send` now, or after the next sync when changes are waiting.
 void when_durable(self_ptr self, std::function<void()> send) {
   auto& st = self->state;
@@ -108,8 +116,9 @@ result<master::recovery_stats> load_state(self_ptr self) {
   auto& st = self->state;
   st.dir = directory{};
   st.members = membership{};
+  st.pins = master::pin_table{};
   std::vector<master::member> members;
-  auto stats = st.journal->load(st.dir, members);
+  auto stats = st.journal->load(st.dir, members, &st.pins);
   if (!stats) return stats;
   for (auto& m : members) st.members.restore(std::move(m), st.ep->now());
   return stats;
@@ -211,7 +220,10 @@ void tell_drop(self_ptr self, const master::stale_version& s) {
 void drop_holder(self_ptr self, node_id holder, const char* why) {
   auto& st = self->state;
   auto keys = st.dir.remove_holder(holder);
-  for (auto& key : keys) st.journal->object_removed(key);
+  for (auto& key : keys) {
+    st.journal->object_removed(key);
+    key_gone(self, key);
+  }
   if (!keys.empty()) {
     st.ep->log()->info("dropped {} objects of owner {}: {}", keys.size(), holder.to_string(), why);
   }
@@ -408,6 +420,7 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
   auto removed = st.dir.remove(r.key);
   if (removed) {
     st.journal->object_removed(r.key);
+    key_gone(self, r.key);
     changed(self);
     tell_drop(self, {removed->holder, r.key, removed->version});
   }
@@ -422,10 +435,11 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   auto& st = self->state;
   auto* entry = st.dir.find_any(e.key);
   bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source &&
-                 !st.dir.pinned(*entry);
+                 !st.pins.pinned(e.key, st.wall_ms());
   if (granted) {
     st.dir.remove(e.key);
     st.journal->object_removed(e.key);
+    key_gone(self, e.key);
     changed(self);
   }
   answer(self, ctx, wire::evict_reply{granted});
@@ -443,9 +457,27 @@ void expire_key(self_ptr self, const std::string& key, std::uint64_t version) {
     if (now == nullptr || now->version != version) return;
     auto removed = st.dir.remove(key);
     st.journal->object_removed(key);
+    key_gone(self, key);
     changed(self);
     tell_drop(self, {removed->holder, key, removed->version});
   });
+}
+
+void pins_changed(self_ptr self, const std::vector<std::string>& keys) {
+  auto& st = self->state;
+  for (auto& key : keys) st.journal->pins_changed(key, st.pins.holds(key));
+  if (!keys.empty()) changed(self);
+}
+
+void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p) {
+  auto& st = self->state;
+  auto* entry = st.dir.find(p.key);
+  if (entry == nullptr) return answer_error(self, ctx, error{errc::not_found, "key has no committed version"});
+  auto until = p.ttl_ms == 0 ? master::pinned_forever
+                             : st.wall_ms() + static_cast<std::int64_t>(std::min<std::uint64_t>(p.ttl_ms, 1ULL << 50));
+  st.pins.pin(p.key, ctx.source, p.session, until);
+  pins_changed(self, {p.key});
+  answer(self, ctx, wire::pin_reply{entry->version});
 }
 
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
@@ -458,6 +490,11 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
             bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions);
+            if (known) {
+              auto live = h.sessions;
+              std::sort(live.begin(), live.end());
+              pins_changed(self, st.pins.keep_sessions(ctx.source, live));
+            }
             answer(self, ctx, wire::heartbeat_reply{known});
           },
           [&](const wire::place& p) { on_place(self, ctx, p); },
@@ -471,21 +508,11 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::evict& e) { on_evict(self, ctx, e); },
-          [&](const wire::pin& p) {
-            auto until = p.ttl_ms == 0 ? std::numeric_limits<std::int64_t>::max()
-                                       : st.wall_ms() + static_cast<std::int64_t>(std::min<std::uint64_t>(p.ttl_ms, 1ULL << 50));
-            auto pinned = st.dir.pin(p.key, until);
-            if (!pinned) return answer_error(self, ctx, pinned.error());
-            st.journal->object_committed(p.key, *st.dir.find_any(p.key));
-            changed(self);
-            answer(self, ctx, wire::pin_reply{*pinned});
-          },
+          [&](const wire::pin& p) { on_pin(self, ctx, p); },
           [&](const wire::unpin& u) {
-            bool was = st.dir.unpin(u.key);
-            if (auto* entry = st.dir.find_any(u.key)) {
-              st.journal->object_committed(u.key, *entry);
-              changed(self);
-            }
+            bool was = st.pins.unpin(u.key, u.session, st.wall_ms());
+            st.journal->pins_changed(u.key, st.pins.holds(u.key));
+            changed(self);
             answer(self, ctx, wire::unpin_reply{was});
           },
           [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
@@ -515,6 +542,14 @@ void on_tick(self_ptr self) {
   }
   for (auto& s : st.dir.expire(now)) tell_drop(self, s);
   st.dir.advance(st.wall_ms());
+  // Pins of sessions through owners that are down lapse, and so do pins
+  // whose time ran out.
+  std::vector<node_id> down;
+  for (auto& [id, m] : st.members.all()) {
+    if (m.state != wire::member_state::up) down.push_back(id);
+  }
+  for (auto id : down) pins_changed(self, st.pins.drop_owner(id));
+  pins_changed(self, st.pins.prune(st.wall_ms()));
   for (auto& [key, version] : st.dir.expired(expire_batch)) {
     if (st.expiring.insert(key).second) expire_key(self, key, version);
   }
@@ -536,6 +571,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
                 deps.faults);
   st.journal.emplace(deps.store);
   st.dir = std::move(boot->dir);
+  st.pins = std::move(boot->pins);
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());
@@ -583,7 +619,7 @@ result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps, mast
   auto boot = std::make_shared<boot_state>();
   auto started = std::chrono::steady_clock::now();
   persistence journal{deps.store};
-  auto stats = journal.load(boot->dir, boot->members);
+  auto stats = journal.load(boot->dir, boot->members, &boot->pins);
   if (!stats) return stats.error();
   if (recovered != nullptr) {
     recovered->objects = stats->objects;

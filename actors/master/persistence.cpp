@@ -8,6 +8,7 @@ namespace {
 constexpr std::string_view object_prefix = "o/";
 constexpr std::string_view member_prefix = "m/";
 constexpr std::string_view version_key = "v";
+constexpr std::string_view pin_prefix = "p/";
 
 void put_u64(std::string& out, std::uint64_t v) {
   char bytes[8];
@@ -59,7 +60,7 @@ error corrupt(std::string_view key, const char* what) {
 
 }  // namespace
 
-result<recovery_stats> persistence::load(directory& dir, std::vector<member>& members) {
+result<recovery_stats> persistence::load(directory& dir, std::vector<member>& members, pin_table* pins) {
   recovery_stats stats;
   if (store_ == nullptr) return stats;
   std::optional<error> bad;
@@ -92,13 +93,32 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
     e.size = r.u64();
     e.holder = node_id{r.u64()};
     if (!r.rest.empty()) e.expires_ms = static_cast<std::int64_t>(r.u64());
-    if (!r.rest.empty()) e.pinned_until_ms = static_cast<std::int64_t>(r.u64());
     if (!r.ok || !r.rest.empty() || e.version == 0) {
       bad = corrupt(key, "not an object");
       return;
     }
     dir.restore(std::string{key.substr(object_prefix.size())}, e);
     stats.objects += 1;
+  });
+  if (!scanned) return scanned.error();
+  if (bad) return *bad;
+
+  scanned = store_->scan(pin_prefix, [&](std::string_view key, std::string_view value) {
+    if (bad) return;
+    reader r{value};
+    std::vector<pin_hold> holds;
+    while (r.ok && !r.rest.empty()) {
+      pin_hold h;
+      h.owner = node_id{r.u64()};
+      h.session = r.u64();
+      h.until_ms = static_cast<std::int64_t>(r.u64());
+      holds.push_back(h);
+    }
+    if (!r.ok || holds.empty()) {
+      bad = corrupt(key, "not a pin");
+      return;
+    }
+    if (pins != nullptr) pins->restore(std::string{key.substr(pin_prefix.size())}, holds);
   });
   if (!scanned) return scanned.error();
   if (bad) return *bad;
@@ -114,6 +134,19 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
   version_floor_ = dir.next_version();
   stats.next_version = dir.next_version();
   return stats;
+}
+
+void persistence::pins_changed(const std::string& key, const std::vector<pin_hold>& holds) {
+  if (store_ == nullptr) return;
+  std::string record_key = std::string{pin_prefix} + key;
+  if (holds.empty()) return erase(record_key);
+  std::string value;
+  for (auto& h : holds) {
+    put_u64(value, h.owner.value);
+    put_u64(value, h.session);
+    put_u64(value, static_cast<std::uint64_t>(h.until_ms));
+  }
+  write(record_key, value);
 }
 
 void persistence::write(std::string_view key, std::string_view value) {
@@ -132,10 +165,7 @@ void persistence::object_committed(const std::string& key, const object_entry& e
   put_u64(scratch_, entry.version);
   put_u64(scratch_, entry.size);
   put_u64(scratch_, entry.holder.value);
-  if (entry.expires_ms != 0 || entry.pinned_until_ms != 0) {
-    put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
-  }
-  if (entry.pinned_until_ms != 0) put_u64(scratch_, static_cast<std::uint64_t>(entry.pinned_until_ms));
+  if (entry.expires_ms != 0) put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
   auto value = scratch_;
   scratch_.assign(object_prefix);
   scratch_ += key;

@@ -7,6 +7,7 @@
 //   o/<key>   version u64, size u64, holder u64[, expires_ms u64 (wall ms; only when it expires)]
 //   m/<id>    incarnation u64, capacity u64, name length u32, name, address
 //   v         version floor u64: no version below it is handed out again
+//   p/<key>   the key's pins: (owner u64, session u64, until_ms u64) each
 //
 // Writes are grouped: changes accumulate until sync(), and the master
 // answers nothing that depends on a change before the sync that made it
@@ -21,6 +22,7 @@
 
 #include "actors/master/directory.hpp"
 #include "actors/master/membership.hpp"
+#include "actors/master/pins.hpp"
 #include "runtime/storage/durable_store.hpp"
 
 namespace sluice::master {
@@ -45,10 +47,12 @@ class persistence {
 
   /// Fills an empty directory from the store and returns the members it
   /// knew (to be restored down, see membership::restore).
-  result<recovery_stats> load(directory& dir, std::vector<member>& members);
+  result<recovery_stats> load(directory& dir, std::vector<member>& members, pin_table* pins = nullptr);
 
   void object_committed(const std::string& key, const object_entry& entry);
   void object_removed(const std::string& key);
+  /// The pins on `key` are now `holds` (none: the record goes).
+  void pins_changed(const std::string& key, const std::vector<pin_hold>& holds);
   void member_joined(const member& m);
   void member_forgotten(node_id id);
   /// Call after every version handed out: moves the durable floor ahead

@@ -99,7 +99,8 @@ void connect_master(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
-  wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions};
+  wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
+                    st.ep->peers_in_role(role::client)};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;
@@ -365,8 +366,15 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::cluster_status& s) { forward_to_master<wire::cluster_status_reply>(self, ctx, s); },
           [&](wire::list_keys& l) { forward_to_master<wire::list_keys_reply>(self, ctx, std::move(l)); },
           [&](wire::count_keys& c) { forward_to_master<wire::count_keys_reply>(self, ctx, std::move(c)); },
-          [&](wire::pin& p) { forward_to_master<wire::pin_reply>(self, ctx, std::move(p)); },
-          [&](wire::unpin& u) { forward_to_master<wire::unpin_reply>(self, ctx, std::move(u)); },
+          [&](wire::pin& p) {
+            // A session pin is the client's: the owner vouches for who it is.
+            if (p.session != 0) p.session = ctx.source.value;
+            forward_to_master<wire::pin_reply>(self, ctx, std::move(p));
+          },
+          [&](wire::unpin& u) {
+            if (u.session != 0) u.session = ctx.source.value;
+            forward_to_master<wire::unpin_reply>(self, ctx, std::move(u));
+          },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) {

@@ -181,7 +181,7 @@ int run_pin(const kv_flags& f) {
   }
   auto c = open(f);
   if (!c) return report("pin", f.key, c.error());
-  auto version = (*c)->pin(f.key, ttl);
+  auto version = (*c)->pin(f.key, pin_options{.ttl = ttl, .detached = true});
   if (!version) return report("pin", f.key, version.error());
   std::cerr << "pinned '" << shown(f.key) << "' (version " << *version << ")"
             << (ttl.count() == 0 ? std::string{" until unpinned"} : " for " + f.ttl) << "\n";
@@ -191,7 +191,7 @@ int run_pin(const kv_flags& f) {
 int run_unpin(const kv_flags& f) {
   auto c = open(f);
   if (!c) return report("unpin", f.key, c.error());
-  auto was = (*c)->unpin(f.key);
+  auto was = (*c)->unpin(f.key, pin_options{.detached = true});
   if (!was) return report("unpin", f.key, was.error());
   std::cerr << (*was ? "unpinned '" : "was not pinned: '") << shown(f.key) << "'\n";
   return *was ? exit_ok : exit_failed;

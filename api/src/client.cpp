@@ -357,29 +357,31 @@ result<std::uint64_t> client::count(std::string_view prefix, call_options option
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
-result<std::uint64_t> client::pin(std::string_view key, std::chrono::milliseconds ttl, call_options options) {
+result<std::uint64_t> client::pin(std::string_view key, const pin_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
-  if (ttl.count() < 0) return fail(errc::invalid_argument, "a negative pin time");
+  if (o.ttl.count() < 0) return fail(errc::invalid_argument, "a negative pin time");
+  call_options options{o.timeout};
   auto convert = [](result<wire::message>& reply) -> result<std::uint64_t> {
     auto body = reply_body<wire::pin_reply>(reply);
     if (!body) return std::move(body).error();
     return body->version;
   };
   auto [done, future] = promise_callback<std::uint64_t>();
-  call<std::uint64_t>(*impl_, wire::pin{std::string{key}, static_cast<std::uint64_t>(ttl.count())}, {}, options,
-                      convert, std::move(done));
+  wire::pin request{std::string{key}, static_cast<std::uint64_t>(o.ttl.count()), o.detached ? 0U : 1U};
+  call<std::uint64_t>(*impl_, std::move(request), {}, options, convert, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
 }
 
-result<bool> client::unpin(std::string_view key, call_options options) {
+result<bool> client::unpin(std::string_view key, const pin_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
+  call_options options{o.timeout};
   auto convert = [](result<wire::message>& reply) -> result<bool> {
     auto body = reply_body<wire::unpin_reply>(reply);
     if (!body) return std::move(body).error();
     return body->was_pinned;
   };
   auto [done, future] = promise_callback<bool>();
-  call<bool>(*impl_, wire::unpin{std::string{key}}, {}, options, convert, std::move(done));
+  call<bool>(*impl_, wire::unpin{std::string{key}, o.detached ? 0U : 1U}, {}, options, convert, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
 }
 

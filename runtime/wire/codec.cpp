@@ -120,6 +120,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             h.setUsedBytes(x.used_bytes);
             h.setObjectCount(x.object_count);
             h.setEvictions(x.evictions);
+            auto list = h.initSessions(static_cast<unsigned>(x.sessions.size()));
+            for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
           },
           [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
           [&](const place& x) {
@@ -232,9 +234,14 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto p = b.initPin();
             p.setKey(as_data(x.key));
             p.setTtlMs(x.ttl_ms);
+            p.setSession(x.session);
           },
           [&](const pin_reply& x) { b.setPinReply(x.version); },
-          [&](const unpin& x) { b.initUnpin().setKey(as_data(x.key)); },
+          [&](const unpin& x) {
+            auto u = b.initUnpin();
+            u.setKey(as_data(x.key));
+            u.setSession(x.session);
+          },
           [&](const unpin_reply& x) { b.setUnpinReply(x.was_pinned); },
       },
       msg);
@@ -289,7 +296,9 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
-      return body{heartbeat{h.getUsedBytes(), h.getObjectCount(), h.getEvictions()}};
+      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}};
+      for (auto s : h.getSessions()) out.sessions.push_back(s);
+      return body{std::move(out)};
     }
     case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
     case W::PLACE: {
@@ -386,10 +395,13 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::EVICT_REPLY: return body{evict_reply{b.getEvictReply()}};
     case W::PIN: {
       auto p = b.getPin();
-      return body{pin{from_data(p.getKey()), p.getTtlMs()}};
+      return body{pin{from_data(p.getKey()), p.getTtlMs(), p.getSession()}};
     }
     case W::PIN_REPLY: return body{pin_reply{b.getPinReply()}};
-    case W::UNPIN: return body{unpin{from_data(b.getUnpin().getKey())}};
+    case W::UNPIN: {
+      auto u = b.getUnpin();
+      return body{unpin{from_data(u.getKey()), u.getSession()}};
+    }
     case W::UNPIN_REPLY: return body{unpin_reply{b.getUnpinReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +

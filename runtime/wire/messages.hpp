@@ -69,6 +69,9 @@ struct heartbeat {
   std::uint64_t used_bytes = 0;
   std::uint64_t object_count = 0;
   std::uint64_t evictions = 0;  ///< since the owner started
+  /// Node ids of the clients connected to the owner now: their sessions
+  /// live; pins of other sessions through this owner lapse.
+  std::vector<std::uint64_t> sessions;
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -303,6 +306,9 @@ struct evict_reply {
 struct pin {
   std::string key;
   std::uint64_t ttl_ms = 0;
+  /// Client → owner: non-zero binds the pin to the client's session.
+  /// Owner → master: the client's node id, or 0 (detached).
+  std::uint64_t session = 0;
 };
 
 struct pin_reply {
@@ -311,6 +317,7 @@ struct pin_reply {
 
 struct unpin {
   std::string key;
+  std::uint64_t session = 0;  ///< as in pin
 };
 
 struct unpin_reply {

@@ -64,7 +64,7 @@ struct Envelope {
     evictReply @48 :Bool;            # evicted
     pin @49 :Pin;
     pinReply @50 :UInt64;            # the pinned key's committed version
-    unpin @51 :Key;
+    unpin @51 :Unpin;
     unpinReply @52 :Bool;            # it was pinned
   }
 }
@@ -113,7 +113,15 @@ struct Store {
 
 struct Pin {
   key @0 :Data;
-  ttlMs @1 :UInt64;        # the pin lapses this long from now; 0: until unpinned
+  ttlMs @1 :UInt64;        # the pin lapses this long from now; 0: no time limit
+  # Client -> owner: non-zero binds the pin to the client's session.
+  # Owner -> master: the client's node id (the session), or 0: detached.
+  session @2 :UInt64;
+}
+
+struct Unpin {
+  key @0 :Data;
+  session @1 :UInt64;      # as in Pin: lifts the pin of that session (0: the detached pins)
 }
 
 struct KvPut {
@@ -184,6 +192,7 @@ struct Heartbeat {
   usedBytes @0 :UInt64;
   objectCount @1 :UInt64;
   evictions @2 :UInt64;    # values the owner evicted since it started
+  sessions @3 :List(UInt64);  # node ids of the clients connected to the owner now
 }
 
 struct HeartbeatReply {

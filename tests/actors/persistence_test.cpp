@@ -165,35 +165,45 @@ TEST_CASE("directory: a version with a TTL expires at its wall time, survives a 
   CHECK(d.expired(10).empty());
 }
 
-TEST_CASE("directory: a pin survives a restart and overwrites, and goes with a remove") {
+TEST_CASE("pins: session pins lapse with their session or owner, detached ones with time or unpin, all survive a restart") {
+  using sluice::master::pin_table;
+  using sluice::master::pinned_forever;
   sluice::memory_durable_store store;
   {
-    directory d;
+    pin_table t;
     persistence p{&store};
-    d.advance(1'000);
-    put(d, p, "p", 5, a);
-    REQUIRE(d.pin("p", 5'000).ok());
-    p.object_committed("p", *d.find_any("p"));
-    CHECK(d.pin("missing", 5'000).code() == sluice::errc::not_found);
+    t.pin("model", a, 0, pinned_forever);  // detached, no time limit
+    t.pin("cache", a, 41, 5'000);          // client 41 through owner a, until t=5000
+    t.pin("cache", b, 42, pinned_forever); // client 42 through owner b
+    t.pin("cache", a, 41, 1'000);          // pinning again never shortens
+    for (auto key : {"model", "cache"}) p.pins_changed(key, t.holds(key));
     REQUIRE(p.sync().ok());
   }
   directory d;
   std::vector<member> members;
+  pin_table t;
   persistence p{&store};
-  REQUIRE(p.load(d, members).ok());
-  d.advance(2'000);
-  REQUIRE(d.find("p") != nullptr);
-  CHECK(d.pinned(*d.find("p")));
-  CHECK(d.find("p")->expires_ms == 0);
-  put(d, p, "p", 6, a);  // overwritten: still pinned
-  CHECK(d.pinned(*d.find("p")));
-  d.advance(5'000);  // lapsed
-  CHECK_FALSE(d.pinned(*d.find("p")));
-  REQUIRE(d.pin("p", 9'000).ok());
-  CHECK(d.unpin("p"));
-  CHECK_FALSE(d.pinned(*d.find("p")));
-  REQUIRE(d.pin("p", 9'000).ok());
-  REQUIRE(d.remove("p"));
-  put(d, p, "p", 1, a);
-  CHECK_FALSE(d.pinned(*d.find("p")));
+  REQUIRE(p.load(d, members, &t).ok());
+  CHECK(t.keys() == 2);
+  CHECK(t.pinned("model", 0));
+  CHECK(t.holds("cache").size() == 2);
+  CHECK(t.holds("cache")[0].until_ms == 5'000);
+  // Owner b no longer lists client 42: its pin lapses; 41's holds on.
+  CHECK(t.keep_sessions(b, {7}) == std::vector<std::string>{"cache"});
+  CHECK(t.pinned("cache", 4'999));
+  CHECK_FALSE(t.pinned("cache", 5'000));  // and then its time runs out
+  CHECK(t.prune(5'000) == std::vector<std::string>{"cache"});
+  CHECK(t.holds("cache").empty());
+  // Only the holder lifts a pin; a down owner takes its sessions' pins along.
+  t.pin("k", a, 41, pinned_forever);
+  CHECK_FALSE(t.unpin("k", 0, 0));
+  CHECK(t.pinned("k", 0));
+  t.drop_owner(a);
+  CHECK_FALSE(t.pinned("k", 0));
+  CHECK(t.pinned("model", 0));  // detached pins are nobody's session
+  CHECK(t.unpin("model", 0, 0));
+  CHECK_FALSE(t.pinned("model", 0));
+  t.pin("gone", a, 0, pinned_forever);
+  CHECK(t.forget_key("gone"));
+  CHECK(t.keys() == 0);
 }

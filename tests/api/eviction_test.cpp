@@ -116,12 +116,12 @@ TEST_CASE("eviction: with eviction off a full owner answers no_capacity and keep
   for (int i = 0; i < stored; ++i) CHECK(f.kv->get("k" + std::to_string(i)).value().str() == value_for(i));
 }
 
-TEST_CASE("eviction: a pinned key is never evicted until its pin is lifted or lapses") {
+TEST_CASE("eviction: a pinned key is never evicted until its pin is lifted, lapses, or its client goes away") {
   fixture f{"capacity = \"1MiB\"\nshm = \"off\"\nevict_high = 90\nevict_low = 60\n"};
   REQUIRE(f.kv->put("pinned", value_for(0)).ok());
   REQUIRE(f.kv->put("briefly", value_for(1)).ok());
   CHECK(f.kv->pin("pinned").value() > 0);
-  CHECK(f.kv->pin("briefly", 300ms).ok());
+  CHECK(f.kv->pin("briefly", {.ttl = 300ms}).ok());
   CHECK(f.kv->pin("missing").code() == errc::not_found);
   // The oldest keys, never read again: only the pins keep them.
   for (int i = 2; i < 30; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
@@ -135,4 +135,18 @@ TEST_CASE("eviction: a pinned key is never evicted until its pin is lifted or la
   for (int i = 30; i < 50; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
   CHECK_FALSE(f.kv->exists("pinned").value());
   CHECK_FALSE(f.kv->exists("briefly").value());
+
+  // A client's pins go with it.
+  REQUIRE(f.kv->put("theirs", value_for(2)).ok());
+  {
+    auto other = f.cluster->connect();
+    REQUIRE(other.ok());
+    REQUIRE((*other)->pin("theirs").ok());
+    for (int i = 50; i < 70; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
+    CHECK(f.kv->exists("theirs").value());
+  }
+  // The owner stops listing the client with its next heartbeat (50 ms).
+  std::this_thread::sleep_for(300ms);
+  for (int i = 70; i < 90; ++i) REQUIRE(f.kv->put("k" + std::to_string(i), value_for(i)).ok());
+  CHECK_FALSE(f.kv->exists("theirs").value());
 }

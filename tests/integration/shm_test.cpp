@@ -116,3 +116,26 @@ TEST_CASE("shm: a client killed while it reads a value holds nothing after it di
   CHECK_MESSAGE(next.ok(), (next ? "" : next.error().to_string()));
   CHECK(kv->get("next").value().str() == std::string(5 << 20, 'n'));
 }
+
+TEST_CASE("shm: a client killed while it pins a key: its pin lapses and the key can be evicted") {
+  auto up = start_up("[master]\nheartbeat_interval = \"100ms\"\n[owner]\ncapacity = \"8MiB\"\n");
+  auto kv = connect_shm(up.address);
+  REQUIRE(kv->put("pinned", std::string(1 << 20, 'p')).ok());
+  process child{child_bin, {up.address, "pin", "pinned"}};
+  REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});
+  // 12 MiB more into 8 MiB: only the pin keeps the oldest key.
+  for (int i = 0; i < 12; ++i) REQUIRE(kv->put("fill/" + std::to_string(i), std::string(1 << 20, 'f')).ok());
+  CHECK(kv->exists("pinned").value());
+  child.signal(SIGKILL);
+  child.wait(5s);
+  // The owner stops vouching for the dead client's session with its next
+  // heartbeat; from then on the key is evictable like any other.
+  bool evicted = false;
+  for (int round = 0; round < 50 && !evicted; ++round) {
+    std::this_thread::sleep_for(100ms);
+    for (int i = 0; i < 4; ++i) REQUIRE(kv->put("more/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
+    evicted = !kv->exists("pinned").value();
+  }
+  CHECK(evicted);
+}
+

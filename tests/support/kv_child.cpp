@@ -78,6 +78,17 @@ int main(int argc, char** argv) {
     ::pause();
     return 0;
   }
+  if (action == "pin" && argc == 4) {
+    auto v = (*kv)->pin(argv[3]);
+    if (!v) {
+      std::printf("bad pin: %s\n", v.error().to_string().c_str());
+      return 1;
+    }
+    std::printf("ready\n");
+    std::fflush(stdout);
+    ::pause();
+    return 0;
+  }
   if (action == "hammer" && argc == 6) {
     std::printf("ready\n");
     std::fflush(stdout);

@@ -42,7 +42,7 @@ auto fields(const register_owner& x) {
   return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts);
 }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
-auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions); }
+auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
 auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms); }
@@ -72,9 +72,9 @@ auto fields(const count_keys& x) { return std::tie(x.prefix); }
 auto fields(const count_keys_reply& x) { return std::tie(x.count); }
 auto fields(const evict& x) { return std::tie(x.key, x.version); }
 auto fields(const evict_reply& x) { return std::tie(x.evicted); }
-auto fields(const pin& x) { return std::tie(x.key, x.ttl_ms); }
+auto fields(const pin& x) { return std::tie(x.key, x.ttl_ms, x.session); }
 auto fields(const pin_reply& x) { return std::tie(x.version); }
-auto fields(const unpin& x) { return std::tie(x.key); }
+auto fields(const unpin& x) { return std::tie(x.key, x.session); }
 auto fields(const unpin_reply& x) { return std::tie(x.was_pinned); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
@@ -175,8 +175,8 @@ std::vector<body> sample_bodies() {
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false},
       register_owner{"owner-3", "", 1, max, true},
       register_owner_reply{500'000, 1'500'000},
-      heartbeat{max, 0, 0},
-      heartbeat{1, 2, max},
+      heartbeat{max, 0, 0, {}},
+      heartbeat{1, 2, max, {1, max, 3}},
       heartbeat_reply{true},
       heartbeat_reply{false},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0},
@@ -218,10 +218,11 @@ std::vector<body> sample_bodies() {
       evict{key_with_nul, max},
       evict_reply{true},
       evict_reply{false},
-      pin{key_with_nul, 0},
-      pin{"p", max},
+      pin{key_with_nul, 0, 0},
+      pin{"p", max, max},
       pin_reply{max},
-      unpin{key_not_utf8},
+      unpin{key_not_utf8, 0},
+      unpin{"u", 7},
       unpin_reply{true},
       large_status(0),
       large_status(1000),

@@ -92,6 +92,17 @@ struct list_options {
   std::uint32_t limit = 0;
 };
 
+struct pin_options {
+  std::chrono::milliseconds timeout{0};
+  /// The pin lapses this long from now; 0: no time limit.
+  std::chrono::milliseconds ttl{0};
+  /// false: the pin is this client's — it lapses when the client goes
+  /// away (exits, crashes, or loses its owner), and only this client
+  /// lifts it. true: the pin is nobody's; it stays until its ttl or until
+  /// an unpin with detached = true (as `sluice kv pin` makes them).
+  bool detached = false;
+};
+
 /// A committed key as listed.
 struct key_info {
   std::string key{};
@@ -212,14 +223,14 @@ class client {
   /// How many committed keys start with `prefix`.
   result<std::uint64_t> count(std::string_view prefix, call_options options = {});
 
-  /// Keeps `key` from eviction for `ttl` (0: until unpin()); returns its
-  /// committed version, or not_found. The pin belongs to the key: it
-  /// stays across overwrites, goes with a remove, and does not stop a
-  /// time to live. A later pin extends an earlier one, never shortens it.
-  result<std::uint64_t> pin(std::string_view key, std::chrono::milliseconds ttl = std::chrono::milliseconds{0},
-                            call_options options = {});
-  /// Lifts the key's pin; returns whether it was pinned.
-  result<bool> unpin(std::string_view key, call_options options = {});
+  /// Keeps `key` from eviction (see pin_options for how long); returns
+  /// its committed version, or not_found. A pin is on the key, not a
+  /// version: it stays across overwrites, goes with a remove, and does not
+  /// stop a time to live. Pinning again extends a pin, never shortens it.
+  result<std::uint64_t> pin(std::string_view key, const pin_options& options = {});
+  /// Lifts this client's pin on `key` (the detached pins with
+  /// options.detached); returns whether there was one in force.
+  result<bool> unpin(std::string_view key, const pin_options& options = {});
 
   /// Members of the cluster, their state and usage.
   result<cluster_status> status(call_options options = {});
