@@ -237,7 +237,7 @@ rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& commit
   std::uint64_t next = committed, done = 0, errors = 0;
   auto start_put = [&] {
     auto n = next++;
-    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0}), pending{n, false});
+    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0, 1}), pending{n, false});
   };
   for (int i = 0; i < depth; ++i) start_put();
   w.flush();
@@ -515,7 +515,7 @@ int run_recovery(const options& o) {
     owner.capacity_bytes = 1ULL << 40;
     p.member_joined(owner);
     for (std::uint64_t i = 0; i < o.objects; ++i) {
-      p.object_committed(bench_key(i), {i + 1, value_size, owner.id});
+      p.object_committed(bench_key(i), {i + 1, value_size, owner.id, 0, {}});
     }
     p.versions_used(o.objects + 1);
     if (auto ok = p.sync(); !ok) die(ok.error().to_string());

@@ -68,7 +68,7 @@ void kv_workload::issue(int client) {
     put_id id{static_cast<std::uint32_t>(client), st.next_seq++};
     auto body = body_sizes[random.uniform(std::size(body_sizes))];
     checker_.put_started(key, id, start);
-    send(client, wire::kv_put{key, {}, 0}, make_value(key, id, body),
+    send(client, wire::kv_put{key, {}, 0, 1}, make_value(key, id, body),
          [this, client, inc, key, id, finish](result<wire::message> reply) {
            if (!current(client, inc)) return;
            auto r = reply_body<wire::kv_put_reply>(reply);
@@ -113,7 +113,7 @@ void kv_workload::live_attempt(int client, sim_time deadline, std::vector<int>& 
   auto key = fmt::format("live/{}/{}", client, inc);
   put_id id{static_cast<std::uint32_t>(client), clients_[static_cast<std::size_t>(client)].next_seq++};
   checker_.put_started(key, id, world_.now());
-  send(client, wire::kv_put{key, {}, 0}, make_value(key, id, 64),
+  send(client, wire::kv_put{key, {}, 0, 1}, make_value(key, id, 64),
        [this, client, inc, key, id, retry, &done](result<wire::message> reply) {
          if (!current(client, inc)) return;
          auto put = reply_body<wire::kv_put_reply>(reply);

@@ -48,7 +48,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms});
+  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms, {}});
   if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
     if (obj->second.version > version) {
@@ -58,17 +58,56 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
     }
     auto& old = obj->second;
     out.stale = stale_version{old.holder, key, old.version};
-    auto& u = usage_[old.holder];
-    SLUICE_ASSERT(u.objects > 0);
-    u.objects -= 1;
-    u.bytes -= old.size;
+    count_copy(old.holder, old.size, false);
+    for (auto r : old.replicas) {
+      out.stale_replicas.push_back(stale_version{r, key, old.version});
+      count_copy(r, old.size, false);
+    }
     set_expiry(key, old.expires_ms, expires_ms);
-    old = object_entry{version, size, holder, expires_ms};
+    old = object_entry{version, size, holder, expires_ms, {}};
   }
-  auto& u = usage_[holder];
-  u.objects += 1;
-  u.bytes += size;
+  count_copy(holder, size, true);
   return out;
+}
+
+void directory::count_copy(node_id holder, std::uint64_t size, bool added) {
+  auto& u = usage_[holder];
+  if (added) {
+    u.objects += 1;
+    u.bytes += size;
+    return;
+  }
+  SLUICE_ASSERT(u.objects > 0 && u.bytes >= size);
+  u.objects -= 1;
+  u.bytes -= size;
+}
+
+bool directory::add_replica(const std::string& key, std::uint64_t version, node_id holder) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second.version != version || it->second.held_by(holder)) return false;
+  it->second.replicas.push_back(holder);
+  count_copy(holder, it->second.size, true);
+  return true;
+}
+
+evicted_copy directory::evict(const std::string& key, std::uint64_t version, node_id holder) {
+  auto it = objects_.find(key);
+  if (it == objects_.end() || it->second.version != version || !it->second.held_by(holder)) {
+    return evicted_copy::refused;
+  }
+  auto& e = it->second;
+  if (e.replicas.empty()) {
+    remove(key);
+    return evicted_copy::key;
+  }
+  if (e.holder == holder) {
+    e.holder = e.replicas.front();
+    e.replicas.erase(e.replicas.begin());
+  } else {
+    std::erase(e.replicas, holder);
+  }
+  count_copy(holder, e.size, false);
+  return evicted_copy::replica;
 }
 
 void directory::forget_pending(std::map<std::uint64_t, pending_entry>::iterator it) {
@@ -179,31 +218,34 @@ std::optional<object_entry> directory::remove(const std::string& key) {
     auto& at = removed_at_[key];
     at = std::max(at, entry.version);
   }
-  auto& u = usage_[entry.holder];
-  SLUICE_ASSERT(u.objects > 0);
-  u.objects -= 1;
-  u.bytes -= entry.size;
+  count_copy(entry.holder, entry.size, false);
+  for (auto r : entry.replicas) count_copy(r, entry.size, false);
   return entry;
 }
 
 void directory::restore(std::string key, object_entry entry) {
-  auto& u = usage_[entry.holder];
-  u.objects += 1;
-  u.bytes += entry.size;
+  count_copy(entry.holder, entry.size, true);
+  for (auto r : entry.replicas) count_copy(r, entry.size, true);
   next_version_ = std::max(next_version_, entry.version + 1);
   set_expiry(key, 0, entry.expires_ms);
   auto [it, inserted] = objects_.insert_or_assign(std::move(key), entry);
   SLUICE_ASSERT(inserted);
 }
 
-std::vector<std::string> directory::remove_holder(node_id holder) {
+std::vector<std::string> directory::remove_holder(node_id holder, std::vector<std::string>* changed) {
   std::vector<std::string> out;
+  std::vector<std::pair<std::string, std::uint64_t>> copies;
   for (auto& [key, entry] : objects_) {
-    if (entry.holder == holder) out.push_back(key);
+    if (entry.held_by(holder)) copies.emplace_back(key, entry.version);
   }
-  // Deterministic order for whoever acts on the list.
-  std::sort(out.begin(), out.end());
-  for (auto& key : out) remove(key);
+  // In key order (the map's): deterministic for whoever acts on the lists.
+  for (auto& [key, version] : copies) {
+    if (evict(key, version, holder) == evicted_copy::key) {
+      out.push_back(key);
+    } else if (changed != nullptr) {
+      changed->push_back(key);
+    }
+  }
   return out;
 }
 

@@ -37,6 +37,12 @@ struct object_entry {
   /// When the version expires, in milliseconds of wall time since the
   /// Unix epoch (so it means the same after a restart); 0: never.
   std::int64_t expires_ms = 0;
+  /// Other owners holding copies of this version (registered after the
+  /// holder committed it); readers may use any that is up.
+  std::vector<node_id> replicas;
+  bool held_by(node_id id) const {
+    return holder == id || std::find(replicas.begin(), replicas.end(), id) != replicas.end();
+  }
 };
 
 struct pending_entry {
@@ -60,7 +66,12 @@ struct commit_outcome {
   /// What the commit made obsolete: the previous committed version, or
   /// this one when a newer version was already committed.
   std::optional<stale_version> stale;
+  /// The replicas of the previous committed version, to free too.
+  std::vector<stale_version> stale_replicas;
 };
+
+/// What an eviction of one holder's copy did.
+enum class evicted_copy { refused, replica, key };
 
 class directory {
  public:
@@ -89,6 +100,17 @@ class directory {
   /// fails, it is never committed only to be obsolete.
   result<commit_outcome> commit(const std::string& key, std::uint64_t version, node_id holder);
 
+  /// Registers `holder` as one more holder of `version` of `key`: true
+  /// when that is the key's committed version (and `holder` did not hold
+  /// it yet); false when the key moved on (the copy is to be freed).
+  bool add_replica(const std::string& key, std::uint64_t version, node_id holder);
+
+  /// `holder` gives up its copy of `version` of `key`: refused when that
+  /// is not the committed version or `holder` does not hold it; a replica
+  /// when other holders keep the key (a replica takes the holder's place
+  /// when the holder goes); the key when it was the last copy.
+  evicted_copy evict(const std::string& key, std::uint64_t version, node_id holder);
+
   /// Forgets a pending version; false when there was none.
   bool abort(std::uint64_t version);
 
@@ -105,9 +127,10 @@ class directory {
   /// Puts back a committed version read from durable storage.
   void restore(std::string key, object_entry entry);
 
-  /// Removes every committed version `holder` holds (it lost them);
-  /// returns their keys.
-  std::vector<std::string> remove_holder(node_id holder);
+  /// Forgets every copy `holder` holds (it lost them); returns the keys
+  /// that lost their last copy and were removed. Keys that kept another
+  /// copy are added to `changed`, when given.
+  std::vector<std::string> remove_holder(node_id holder, std::vector<std::string>* changed = nullptr);
 
   /// The version the next put gets.
   std::uint64_t next_version() const noexcept { return next_version_; }
@@ -157,6 +180,7 @@ class directory {
   std::int64_t now_ms_ = 0;
   bool live(const object_entry& e) const noexcept { return e.expires_ms == 0 || e.expires_ms > now_ms_; }
   void set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms);
+  void count_copy(node_id holder, std::uint64_t size, bool added);
   std::uint64_t next_version_ = 1;
 };
 

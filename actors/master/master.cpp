@@ -216,14 +216,22 @@ void tell_drop(self_ptr self, const master::stale_version& s) {
   });
 }
 
+/// Tells every holder of a removed version to free it.
+void drop_copies(self_ptr self, const std::string& key, const master::object_entry& removed) {
+  tell_drop(self, {removed.holder, key, removed.version});
+  for (auto r : removed.replicas) tell_drop(self, {r, key, removed.version});
+}
+
 /// Forgets every object `holder` held: it lost them.
 void drop_holder(self_ptr self, node_id holder, const char* why) {
   auto& st = self->state;
-  auto keys = st.dir.remove_holder(holder);
+  std::vector<std::string> kept;
+  auto keys = st.dir.remove_holder(holder, &kept);
   for (auto& key : keys) {
     st.journal->object_removed(key);
     key_gone(self, key);
   }
+  for (auto& key : kept) st.journal->object_committed(key, *st.dir.find_any(key));
   if (!keys.empty()) {
     st.ep->log()->info("dropped {} objects of owner {}: {}", keys.size(), holder.to_string(), why);
   }
@@ -331,12 +339,29 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     answer_error(self, ctx, error{errc::no_capacity, "no up owner has room for " + format_size(p.size)});
     return;
   }
+  // Further copies go to other owners, the emptiest first.
+  std::vector<wire::replica> extra;
+  auto wanted = std::max<std::uint32_t>(p.replicas, 1) - 1;
+  auto others = candidates;
+  while (extra.size() < wanted) {
+    std::erase_if(others, [&](const master::placement_candidate& c) {
+      return c.id == *chosen || std::any_of(extra.begin(), extra.end(), [&](auto& r) { return r.owner == c.id; });
+    });
+    auto next = master::choose_owner(placement_policy::most_free, p.preferred, others, p.size, *st.random);
+    if (!next) {
+      answer_error(self, ctx, error{errc::unavailable, std::to_string(p.replicas) + " copies asked, but only " +
+                                                            std::to_string(extra.size() + 1) +
+                                                            " up owners can take " + format_size(p.size)});
+      return;
+    }
+    extra.push_back(wire::replica{*next, st.members.find(*next)->address});
+  }
   auto expires = ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace);
   auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition, p.ttl_ms);
   st.journal->versions_used(st.dir.next_version());
   changed(self);
   auto* m = st.members.find(*chosen);
-  answer(self, ctx, wire::place_reply{version, wire::replica{*chosen, m->address}});
+  answer(self, ctx, wire::place_reply{version, wire::replica{*chosen, m->address}, std::move(extra)});
 }
 
 void apply_commit(self_ptr self, const request_context& ctx, const wire::commit& c) {
@@ -352,6 +377,7 @@ void apply_commit(self_ptr self, const request_context& ctx, const wire::commit&
     changed(self);
   }
   if (outcome->stale) tell_drop(self, *outcome->stale);
+  for (auto& s : outcome->stale_replicas) tell_drop(self, s);
   answer(self, ctx, wire::commit_reply{current});
 }
 
@@ -389,13 +415,22 @@ void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l)
     answer_error(self, ctx, error{errc::not_found, "key has no committed version"});
     return;
   }
-  auto* m = st.members.find(entry->holder);
-  if (m == nullptr || m->state != wire::member_state::up) {
+  wire::locate_reply out{entry->version, entry->size, {}};
+  auto add = [&](node_id id) {
+    auto* m = st.members.find(id);
+    if (m != nullptr && m->state == wire::member_state::up) out.replicas.push_back(wire::replica{id, m->address});
+  };
+  add(entry->holder);
+  for (auto r : entry->replicas) add(r);
+  if (out.replicas.empty()) {
+    auto* m = st.members.find(entry->holder);
     std::string who = m ? describe_owner(*m) : "owner " + entry->holder.to_string();
-    answer_error(self, ctx, error{errc::unavailable, "the key's only holder, " + who + ", is down"});
+    auto copies = entry->replicas.empty() ? "the key's only holder, " + who + ", is down"
+                                          : "every holder of the key (" + std::to_string(entry->replicas.size() + 1) +
+                                                " copies) is down";
+    answer_error(self, ctx, error{errc::unavailable, copies});
     return;
   }
-  wire::locate_reply out{entry->version, entry->size, {wire::replica{m->id, m->address}}};
   answer(self, ctx, std::move(out));
 }
 
@@ -422,7 +457,7 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
     st.journal->object_removed(r.key);
     key_gone(self, r.key);
     changed(self);
-    tell_drop(self, {removed->holder, r.key, removed->version});
+    drop_copies(self, r.key, *removed);
   }
   answer(self, ctx, wire::remove_key_reply{removed.has_value() && live});
 }
@@ -434,15 +469,17 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
 void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   auto& st = self->state;
   auto* entry = st.dir.find_any(e.key);
-  bool granted = entry != nullptr && entry->version == e.version && entry->holder == ctx.source &&
-                 !st.pins.pinned(e.key, st.wall_ms());
-  if (granted) {
-    st.dir.remove(e.key);
+  bool granted = entry != nullptr && !st.pins.pinned(e.key, st.wall_ms());
+  auto outcome = granted ? st.dir.evict(e.key, e.version, ctx.source) : master::evicted_copy::refused;
+  if (outcome == master::evicted_copy::key) {
     st.journal->object_removed(e.key);
     key_gone(self, e.key);
     changed(self);
+  } else if (outcome == master::evicted_copy::replica) {
+    st.journal->object_committed(e.key, *st.dir.find_any(e.key));
+    changed(self);
   }
-  answer(self, ctx, wire::evict_reply{granted});
+  answer(self, ctx, wire::evict_reply{outcome != master::evicted_copy::refused});
 }
 
 /// Takes out an expired version once its holder surely stopped serving
@@ -459,7 +496,7 @@ void expire_key(self_ptr self, const std::string& key, std::uint64_t version) {
     st.journal->object_removed(key);
     key_gone(self, key);
     changed(self);
-    tell_drop(self, {removed->holder, key, removed->version});
+    drop_copies(self, key, *removed);
   });
 }
 
@@ -508,6 +545,14 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::evict& e) { on_evict(self, ctx, e); },
+          [&](const wire::add_replica& r) {
+            bool added = st.dir.add_replica(r.key, r.version, ctx.source);
+            if (added) {
+              st.journal->object_committed(r.key, *st.dir.find_any(r.key));
+              changed(self);
+            }
+            answer(self, ctx, wire::add_replica_reply{added});
+          },
           [&](const wire::pin& p) { on_pin(self, ctx, p); },
           [&](const wire::unpin& u) {
             bool was = st.pins.unpin(u.key, u.session, st.wall_ms());

@@ -93,6 +93,7 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
     e.size = r.u64();
     e.holder = node_id{r.u64()};
     if (!r.rest.empty()) e.expires_ms = static_cast<std::int64_t>(r.u64());
+    while (r.ok && !r.rest.empty()) e.replicas.push_back(node_id{r.u64()});
     if (!r.ok || !r.rest.empty() || e.version == 0) {
       bad = corrupt(key, "not an object");
       return;
@@ -165,7 +166,8 @@ void persistence::object_committed(const std::string& key, const object_entry& e
   put_u64(scratch_, entry.version);
   put_u64(scratch_, entry.size);
   put_u64(scratch_, entry.holder.value);
-  if (entry.expires_ms != 0) put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  if (entry.expires_ms != 0 || !entry.replicas.empty()) put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  for (auto r : entry.replicas) put_u64(scratch_, r.value);
   auto value = scratch_;
   scratch_.assign(object_prefix);
   scratch_ += key;

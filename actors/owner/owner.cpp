@@ -119,7 +119,9 @@ void on_tick(self_ptr self) {
 
 // --- other owners -------------------------------------------------------
 
-result<transport::link_id> owner_link(self_ptr self, const wire::replica& r) {
+}  // namespace
+
+result<transport::link_id> owner_detail::owner_link(self_ptr self, const wire::replica& r) {
   auto& st = self->state;
   if (auto link = st.ep->link_to(r.owner)) return *link;
   if (auto it = st.dialing.find(r.owner); it != st.dialing.end()) return it->second;
@@ -127,6 +129,8 @@ result<transport::link_id> owner_link(self_ptr self, const wire::replica& r) {
   if (link) st.dialing[r.owner] = *link;
   return link;
 }
+
+namespace {
 
 void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
   auto& st = self->state;
@@ -201,7 +205,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
 // --- kv, served to clients ------------------------------------------------
 
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
-               wire::put_condition condition, std::uint64_t ttl_ms) {
+               wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -210,26 +214,35 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
   }
-  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms};
+  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas};
   ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
     if (!placed) return st.ep->reply_error(ctx, placed.error());
+    auto version = placed->version;
+    // Once the holder committed, further copies are made and registered;
+    // the put answers when they are done (or failed: it stays committed).
+    auto committed = [self, ctx, key, value, ttl_ms, version, extra = placed->extra](result<std::uint64_t> v) {
+      if (!v) return self->state.ep->reply_error(ctx, v.error());
+      if (extra.empty()) return self->state.ep->reply(ctx, wire::kv_put_reply{version});
+      copy_to_replicas(self, key, version, value, ttl_ms, extra, ctx.deadline, [self, ctx, key, version, extra](std::size_t made) {
+        if (made < extra.size()) {
+          self->state.ep->log()->warn("put of '{}' (version {}) has {} of {} copies", key, version, made + 1,
+                                      extra.size() + 1);
+        }
+        self->state.ep->reply(ctx, wire::kv_put_reply{version});
+      });
+    };
     if (placed->target.owner == st.ep->me().id) {
-      store_and_commit(self, key, placed->version, value, ttl_ms, ctx.deadline,
-                       [self, ctx](result<std::uint64_t> v) {
-                         if (!v) return self->state.ep->reply_error(ctx, v.error());
-                         self->state.ep->reply(ctx, wire::kv_put_reply{*v});
-                       });
+      store_and_commit(self, key, version, value, ttl_ms, ctx.deadline, std::move(committed));
       return;
     }
     auto link = owner_link(self, placed->target);
     if (!link) return st.ep->reply_error(ctx, link.error());
-    auto version = placed->version;
-    st.ep->request(*link, wire::store{key, version, ttl_ms}, value, ctx.deadline,
-                   [self, ctx, version](result<wire::message> r) {
-                     if (!r) return self->state.ep->reply_error(ctx, r.error());
-                     self->state.ep->reply(ctx, wire::kv_put_reply{version});
+    st.ep->request(*link, wire::store{key, version, ttl_ms, false}, value, ctx.deadline,
+                   [committed, version](result<wire::message> r) {
+                     if (!r) return committed(std::move(r).error());
+                     committed(version);
                    });
   });
 }
@@ -329,7 +342,7 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
                                          "this owner has no shared-memory pool; send the value with a put"});
   }
   auto id = st.next_reservation++;
-  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms});
+  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms, r.replicas});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
 }
 
@@ -342,10 +355,16 @@ void serve_commit_reservation(self_ptr self, const request_context& ctx, std::ui
   }
   auto r = std::move(it->second);
   st.reservations.erase(it);
-  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms);
+  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms, r.replicas);
 }
 
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
+  if (s.replica) {
+    return store_replica(self, s.key, s.version, std::move(value), ctx.deadline, [self, ctx](result<void> ok) {
+      if (!ok) return self->state.ep->reply_error(ctx, ok.error());
+      self->state.ep->reply(ctx, wire::ok_reply{});
+    });
+  }
   store_and_commit(self, s.key, s.version, std::move(value), s.ttl_ms, ctx.deadline,
                    [self, ctx](result<std::uint64_t> v) {
                      if (!v) return self->state.ep->reply_error(ctx, v.error());
@@ -358,7 +377,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto ctx = st.ep->context_of(link, msg);
   std::visit(
       overloaded{
-          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms);
+          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms, p.replicas);
           },
           [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
           [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key), r.if_version); },

@@ -33,6 +33,7 @@ struct reservation {
   shared_bytes bytes;
   wire::put_condition condition;
   std::uint64_t ttl_ms = 0;
+  std::uint32_t replicas = 1;
 };
 
 struct owner_state {
@@ -86,6 +87,22 @@ using self_ptr = owner_actor::stateful_pointer<owner_state>;
 /// Asks the master; fails at once with `unavailable` while this owner is
 /// not registered.
 void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply);
+
+/// The link to another owner, opening one when needed.
+result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
+
+// --- replicas (owner_replicas.cpp) ---
+
+/// Stores `value` as an extra copy of `version` of `key` (which its holder
+/// committed) on each of `owners`, each registering its copy with the
+/// master; `done` gets how many copies were made.
+void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
+                      std::uint64_t ttl_ms, const std::vector<wire::replica>& owners, clock_time deadline,
+                      std::function<void(std::size_t)> done);
+/// Stores an extra copy here and registers it with the master; frees it
+/// again when the master answers that the key moved on.
+void store_replica(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
+                   clock_time deadline, std::function<void(result<void>)> done, bool made_room = false);
 
 // --- eviction (owner_evict.cpp) ---
 

@@ -64,6 +64,7 @@ result<wire::put_condition> condition_of(const put_options& o) {
     return fail(errc::invalid_argument, "a put may require the key absent or at a version, not both");
   }
   if (o.ttl.count() < 0) return fail(errc::invalid_argument, "a negative time to live");
+  if (o.replicas < 1 || o.replicas > 255) return fail(errc::invalid_argument, "replicas must be from 1 to 255");
   return wire::put_condition{o.if_absent, o.if_version};
 }
 
@@ -192,7 +193,7 @@ void client::put_async(std::string_view key, std::span<const std::byte> bytes,
                        std::function<void(result<std::uint64_t>)> done, call_options options) {
   if (auto ok = check_key(key); !ok) return done(ok.error());
   // One copy: the caller's buffer may be gone before the bytes are sent.
-  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}, {}, 0}, shared_bytes::copy_of(bytes),
+  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}, {}, 0, 1}, shared_bytes::copy_of(bytes),
                       options, to_version, std::move(done));
 }
 
@@ -251,7 +252,7 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
   // The caller waits anyway: the request is sent from its own thread, and
   // the bytes go straight from its buffer into the ring (one copy).
   shared_bytes payload{nullptr, bytes};
-  wire::kv_put request{std::string{key}, *condition, ttl_of(o)};
+  wire::kv_put request{std::string{key}, *condition, ttl_of(o), o.replicas};
   if (auto r = direct_call(*impl_, request, payload, effective(*impl_, options))) return to_version(*r);
   auto [done, future] = promise_callback<std::uint64_t>();
   call<std::uint64_t>(*impl_, std::move(request), shared_bytes::copy_of(bytes), options, to_version,
@@ -398,6 +399,7 @@ struct writable_value::impl {
   std::string key;
   wire::put_condition condition;  // checked at commit
   std::uint64_t ttl_ms = 0;
+  std::uint32_t replicas = 1;
   std::span<std::byte> bytes;
   std::shared_ptr<void> keep;                // the mapping, or the local buffer
   std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
@@ -438,7 +440,7 @@ result<std::uint64_t> writable_value::commit(call_options options) {
   } else {
     // A local buffer: it goes as the put's payload, without a copy.
     shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms}, std::move(payload), options, to_version,
+    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas}, std::move(payload), options, to_version,
                         std::move(done));
   }
   return wait_for(std::move(future), effective(c, options));
@@ -447,13 +449,14 @@ result<std::uint64_t> writable_value::commit(call_options options) {
 namespace {
 
 result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
-                                    wire::put_condition condition, std::uint64_t ttl_ms) {
+                                    wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas) {
   auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
   auto state = std::make_unique<writable_value::impl>();
   state->owner = &c;
   state->key = std::string{key};
   state->condition = condition;
   state->ttl_ms = ttl_ms;
+  state->replicas = replicas;
   state->bytes = buffer->span();
   state->keep = std::move(buffer);
   return writable_value{std::move(state)};
@@ -489,10 +492,10 @@ result<writable_value> client::reserve(std::string_view key, std::uint64_t size,
   if (!condition) return std::move(condition).error();
   call_options options{o.timeout};
   auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o));
+  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas);
   auto [done, future] = promise_callback<wire::kv_reserve_reply>();
   auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o)}, {}, options, convert,
+  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas}, {}, options, convert,
                                std::move(done));
   auto reserved = wait_for(std::move(future), effective(*impl_, options));
   if (!reserved) return std::move(reserved).error();

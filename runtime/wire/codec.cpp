@@ -132,11 +132,14 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setIfAbsent(x.condition.if_absent);
             p.setIfVersion(x.condition.if_version);
             p.setTtlMs(x.ttl_ms);
+            p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
           },
           [&](const place_reply& x) {
             auto p = b.initPlaceReply();
             p.setVersion(x.version);
             set_replica(p.initTarget(), x.target);
+            auto list = p.initExtra(static_cast<unsigned>(x.extra.size()));
+            for (unsigned i = 0; i < x.extra.size(); ++i) set_replica(list[i], x.extra[i]);
           },
           [&](const commit& x) {
             auto c = b.initCommit();
@@ -167,6 +170,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             st.setKey(as_data(x.key));
             st.setVersion(x.version);
             st.setTtlMs(x.ttl_ms);
+            st.setReplica(x.replica);
           },
           [&](const kv_put& x) {
             auto p = b.initKvPut();
@@ -174,6 +178,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setIfAbsent(x.condition.if_absent);
             p.setIfVersion(x.condition.if_version);
             p.setTtlMs(x.ttl_ms);
+            p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
           },
           [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
           [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
@@ -197,6 +202,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setIfAbsent(x.condition.if_absent);
             r.setIfVersion(x.condition.if_version);
             r.setTtlMs(x.ttl_ms);
+            r.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
           },
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
@@ -243,6 +249,8 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             u.setSession(x.session);
           },
           [&](const unpin_reply& x) { b.setUnpinReply(x.was_pinned); },
+          [&](const add_replica& x) { set_key_version(b.initAddReplica(), x.key, x.version); },
+          [&](const add_replica_reply& x) { b.setAddReplicaReply(x.added); },
       },
       msg);
 }
@@ -304,11 +312,14 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::PLACE: {
       auto p = b.getPlace();
       return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
-                        put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs()}};
+                        put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
+                        std::max<std::uint32_t>(p.getReplicas(), 1)}};
     }
     case W::PLACE_REPLY: {
       auto p = b.getPlaceReply();
-      return body{place_reply{p.getVersion(), read_replica(p.getTarget())}};
+      place_reply out{p.getVersion(), read_replica(p.getTarget()), {}};
+      for (auto r : p.getExtra()) out.extra.push_back(read_replica(r));
+      return body{std::move(out)};
     }
     case W::COMMIT: {
       auto c = b.getCommit();
@@ -341,11 +352,12 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::FETCH_REPLY: return body{fetch_reply{b.getFetchReply()}};
     case W::STORE: {
       auto x = b.getStore();
-      return body{store{from_data(x.getKey()), x.getVersion(), x.getTtlMs()}};
+      return body{store{from_data(x.getKey()), x.getVersion(), x.getTtlMs(), x.getReplica()}};
     }
     case W::KV_PUT: {
       auto p = b.getKvPut();
-      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs()}};
+      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
+                         std::max<std::uint32_t>(p.getReplicas(), 1)}};
     }
     case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
     case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
@@ -364,7 +376,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::KV_RESERVE: {
       auto r = b.getKvReserve();
       return body{kv_reserve{from_data(r.getKey()), r.getSize(),
-                             put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs()}};
+                             put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs(),
+                             std::max<std::uint32_t>(r.getReplicas(), 1)}};
     }
     case W::KV_RESERVE_REPLY: {
       auto r = b.getKvReserveReply();
@@ -403,6 +416,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       return body{unpin{from_data(u.getKey()), u.getSession()}};
     }
     case W::UNPIN_REPLY: return body{unpin_reply{b.getUnpinReply()}};
+    case W::ADD_REPLICA: {
+      auto a = b.getAddReplica();
+      return body{add_replica{from_data(a.getKey()), a.getVersion()}};
+    }
+    case W::ADD_REPLICA_REPLY: return body{add_replica_reply{b.getAddReplicaReply()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -547,7 +565,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

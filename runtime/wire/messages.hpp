@@ -107,11 +107,13 @@ struct place {
   node_id preferred;  ///< the owner the put came through
   put_condition condition;
   std::uint64_t ttl_ms = 0;  ///< the version expires this long after its commit; 0: never
+  std::uint32_t replicas = 1;  ///< copies on distinct owners
 };
 
 struct place_reply {
   std::uint64_t version = 0;
   replica target;
+  std::vector<replica> extra;  ///< owners for the further copies
 };
 
 /// The holder stored `version` of `key`: make it visible.
@@ -183,6 +185,8 @@ struct store {
   std::string key;
   std::uint64_t version = 0;
   std::uint64_t ttl_ms = 0;
+  /// An extra copy: registered with add_replica, not committed.
+  bool replica = false;
 };
 
 // --- kv (client <-> owner) ---------------------------------------------
@@ -192,6 +196,7 @@ struct kv_put {
   std::string key;
   put_condition condition;
   std::uint64_t ttl_ms = 0;
+  std::uint32_t replicas = 1;
 };
 
 struct kv_put_reply {
@@ -238,6 +243,7 @@ struct kv_reserve {
   std::uint64_t size = 0;
   put_condition condition;  ///< checked when the reservation commits
   std::uint64_t ttl_ms = 0;
+  std::uint32_t replicas = 1;
 };
 
 struct kv_reserve_reply {
@@ -324,6 +330,17 @@ struct unpin_reply {
   bool was_pinned = false;
 };
 
+/// Holder of an extra copy → master: register me as one more holder of
+/// `version` of `key`.
+struct add_replica {
+  std::string key;
+  std::uint64_t version = 0;
+};
+
+struct add_replica_reply {
+  bool added = false;  ///< false: the key moved on; free the copy
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -362,7 +379,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
                           invalidate, commit_reply, list_keys, list_keys_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
-                          unpin, unpin_reply>;
+                          unpin, unpin_reply, add_replica, add_replica_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -66,6 +66,8 @@ struct Envelope {
     pinReply @50 :UInt64;            # the pinned key's committed version
     unpin @51 :Unpin;
     unpinReply @52 :Bool;            # it was pinned
+    addReplica @53 :KeyVersion;
+    addReplicaReply @54 :Bool;       # added: the version is current
   }
 }
 
@@ -109,6 +111,7 @@ struct Store {
   key @0 :Data;
   version @1 :UInt64;
   ttlMs @2 :UInt64;        # the put's time to live (the holder stops serving it from its fast index by then)
+  replica @3 :Bool;        # an extra copy of a version its holder commits: register it with addReplica
 }
 
 struct Pin {
@@ -129,6 +132,7 @@ struct KvPut {
   ifAbsent @1 :Bool;
   ifVersion @2 :UInt64;
   ttlMs @3 :UInt64;        # the value expires this long after it commits; 0: never
+  replicas @4 :UInt8;      # copies on distinct owners; 0 or 1: one
 }
 
 struct KvReserve {
@@ -137,6 +141,7 @@ struct KvReserve {
   ifAbsent @2 :Bool;
   ifVersion @3 :UInt64;
   ttlMs @4 :UInt64;
+  replicas @5 :UInt8;
 }
 
 struct RemoveKey {
@@ -211,11 +216,13 @@ struct Place {
   ifAbsent @3 :Bool;
   ifVersion @4 :UInt64;
   ttlMs @5 :UInt64;
+  replicas @6 :UInt8;
 }
 
 struct PlaceReply {
   version @0 :UInt64;
   target @1 :Replica;
+  extra @2 :List(Replica);   # owners for further copies (put replicas > 1)
 }
 
 struct Commit {

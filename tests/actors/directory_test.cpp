@@ -223,3 +223,44 @@ TEST_CASE("directory: keys list by prefix in order, a page at a time") {
   d.remove("b/10");
   CHECK(d.count("b/") == 3);
 }
+
+TEST_CASE("directory: replicas register on the current version, go stale with it, and take over for a lost holder") {
+  directory d;
+  auto v1 = d.begin_put("k", 10, a, t0 + 1s);
+  CHECK_FALSE(d.add_replica("k", v1, b));  // not committed yet
+  REQUIRE(d.commit("k", v1, a).ok());
+  CHECK(d.add_replica("k", v1, b));
+  CHECK_FALSE(d.add_replica("k", v1, b));  // once
+  CHECK_FALSE(d.add_replica("k", v1, a));  // the holder itself
+  CHECK(d.find("k")->held_by(b));
+  CHECK(d.usage_of(b).objects == 1);
+  CHECK(d.usage_of(b).bytes == 10);
+  // An overwrite makes every copy of the old version stale.
+  auto v2 = d.begin_put("k", 20, c, t0 + 1s);
+  auto out = d.commit("k", v2, c);
+  REQUIRE(out.ok());
+  REQUIRE(out->stale.has_value());
+  CHECK(out->stale->holder == a);
+  REQUIRE(out->stale_replicas.size() == 1);
+  CHECK(out->stale_replicas[0].holder == b);
+  CHECK(out->stale_replicas[0].version == v1);
+  CHECK(d.usage_of(b).objects == 0);
+  CHECK_FALSE(d.add_replica("k", v1, b));  // too late: v1 is gone
+  CHECK(d.add_replica("k", v2, a));
+  // The holder is lost: its replica takes over.
+  std::vector<std::string> kept;
+  CHECK(d.remove_holder(c, &kept).empty());
+  CHECK(kept == std::vector<std::string>{"k"});
+  CHECK(d.find("k")->holder == a);
+  CHECK(d.find("k")->replicas.empty());
+  // Evicting a copy: a replica goes alone; the last copy takes the key.
+  CHECK(d.add_replica("k", v2, b));
+  CHECK(d.evict("k", v2, c) == sluice::master::evicted_copy::refused);
+  CHECK(d.evict("k", v1, a) == sluice::master::evicted_copy::refused);
+  CHECK(d.evict("k", v2, a) == sluice::master::evicted_copy::replica);
+  CHECK(d.find("k")->holder == b);
+  CHECK(d.evict("k", v2, b) == sluice::master::evicted_copy::key);
+  CHECK(d.find("k") == nullptr);
+  CHECK(d.usage_of(a).objects == 0);
+  CHECK(d.usage_of(b).objects == 0);
+}

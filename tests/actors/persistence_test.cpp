@@ -165,6 +165,28 @@ TEST_CASE("directory: a version with a TTL expires at its wall time, survives a 
   CHECK(d.expired(10).empty());
 }
 
+TEST_CASE("persistence: replicas are kept with their object") {
+  sluice::memory_durable_store store;
+  std::uint64_t v = 0;
+  {
+    directory d;
+    persistence p{&store};
+    v = put(d, p, "k", 7, a);
+    REQUIRE(d.add_replica("k", v, b));
+    p.object_committed("k", *d.find("k"));
+    REQUIRE(p.sync().ok());
+  }
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  REQUIRE(p.load(d, members).ok());
+  REQUIRE(d.find("k") != nullptr);
+  CHECK(d.find("k")->holder == a);
+  CHECK(d.find("k")->replicas == std::vector<node_id>{b});
+  CHECK(d.find("k")->expires_ms == 0);
+  CHECK(d.usage_of(b).objects == 1);
+}
+
 TEST_CASE("pins: session pins lapse with their session or owner, detached ones with time or unpin, all survive a restart") {
   using sluice::master::pin_table;
   using sluice::master::pinned_forever;

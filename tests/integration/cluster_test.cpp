@@ -129,6 +129,9 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   CHECK(count.out == "4\n");
   auto ttl = sluice::test::run(sluice_bin, {"kv", "put", "short", file, "--ttl", "300ms", "--connect", up.address});
   CHECK_MESSAGE(ttl.exit_code == 0, ttl.err);
+  auto two = sluice::test::run(sluice_bin, {"kv", "put", "two", file, "--replicas", "2", "--connect", up.address});
+  CHECK(two.exit_code == 1);  // one owner cannot hold two copies
+  CHECK(two.err.find("unavailable") != std::string::npos);
   auto pin = sluice::test::run(sluice_bin, {"kv", "pin", "dir/a", "--connect", up.address});
   CHECK_MESSAGE(pin.exit_code == 0, pin.err);
   auto pin_missing = sluice::test::run(sluice_bin, {"kv", "pin", "nothing", "--ttl", "1s", "--connect", up.address});

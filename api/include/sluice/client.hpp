@@ -74,6 +74,10 @@ struct put_options {
   /// Non-zero: the value expires this long after it commits — the key
   /// then answers not_found (see docs/concepts.md, "Time to live").
   std::chrono::milliseconds ttl{0};
+  /// Copies on distinct owners (1 to 255): reads keep working while any
+  /// holder of a copy is up, and prefer a copy on the reader's own owner.
+  /// Fails with `unavailable` when fewer owners can take the value.
+  std::uint32_t replicas = 1;
 };
 
 struct remove_options {

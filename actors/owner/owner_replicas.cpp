@@ -1,0 +1,69 @@
+// Extra copies of a version on other owners (a put with replicas > 1).
+// The owner that placed the put makes them once the holder committed:
+// each copy is stored like any value and then registered with the master
+// as one more holder, which makes it readable (and failure-proof) only
+// while that version is still the key's current one.
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/owner/owner_state.hpp"
+
+namespace sluice::owner_detail {
+
+void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
+                      std::uint64_t ttl_ms, const std::vector<wire::replica>& owners, clock_time deadline,
+                      std::function<void(std::size_t)> done) {
+  auto& st = self->state;
+  auto left = std::make_shared<std::size_t>(owners.size());
+  auto made = std::make_shared<std::size_t>(0);
+  auto one = [left, made, done](bool ok) {
+    if (ok) ++*made;
+    if (--*left == 0) done(*made);
+  };
+  for (auto& r : owners) {
+    if (r.owner == st.ep->me().id) {
+      store_replica(self, key, version, value, deadline, [one](result<void> ok) { one(ok.ok()); });
+      continue;
+    }
+    auto link = owner_link(self, r);
+    if (!link) {
+      one(false);
+      continue;
+    }
+    st.ep->request(*link, wire::store{key, version, ttl_ms, true}, value, deadline,
+                   [one](result<wire::message> reply) { one(reply_body<wire::ok_reply>(reply).ok()); });
+  }
+}
+
+void store_replica(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
+                   clock_time deadline, std::function<void(result<void>)> done, bool made_room) {
+  auto& st = self->state;
+  auto size = value.size();
+  auto stored = st.store->put(key, version, value);
+  if (!stored && stored.code() == errc::no_capacity && !made_room) {
+    return make_room(self, size, [self, key, version, value, deadline, done] {
+      store_replica(self, key, version, value, deadline, done, true);
+    });
+  }
+  if (!stored) return done(stored.error());
+  ask_master(self, wire::add_replica{key, version}, deadline,
+             [self, key, version, size, done](result<wire::message> reply) {
+               auto& st = self->state;
+               auto added = reply_body<wire::add_replica_reply>(reply);
+               if (added && added->added) {
+                 evictable(self, key, version, size);
+                 return done(result<void>{});
+               }
+               // Refused: the key moved on, free the copy. An answer that was
+               // lost may hide a registration: keep the bytes, the master
+               // tells this owner to drop them when the version goes.
+               if (added || (added.code() != errc::timeout && added.code() != errc::unavailable)) {
+                 st.store->drop(key, version);
+               }
+               if (added) return done(error{errc::aborted, "the key changed before the copy was registered"});
+               done(std::move(added).error());
+             });
+}
+
+}  // namespace sluice::owner_detail

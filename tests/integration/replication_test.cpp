@@ -1,0 +1,62 @@
+// Replicas across real owner processes: a value put with two copies stays
+// readable when the owner holding one of them is killed.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include "sluice/client.hpp"
+#include "tests/support/nodes.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace sluice::test;
+
+}  // namespace
+
+TEST_CASE("replication: SIGKILL the owner holding one of two copies and reads keep succeeding") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner_a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_c = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto a = connect(owner_a.address);
+  auto c = connect(owner_c.address);
+  await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 3; });
+
+  // Two copies: A's own (local-first) and one on B or C.
+  std::vector<std::string> values;
+  for (int i = 0; i < 20; ++i) {
+    values.push_back(pattern(64 << 10, static_cast<char>('a' + i)));
+    auto v = a->put("twice/" + std::to_string(i), values.back(), sluice::put_options{.replicas = 2});
+    REQUIRE_MESSAGE(v.ok(), (v ? "" : v.error().to_string()));
+  }
+  REQUIRE(a->put("once", "only on A").ok());
+  // Copies count in each holder's usage: 20 objects on A, 20 more on B and C together.
+  auto before = await_status(*a, [](const sluice::cluster_status& s) {
+    std::uint64_t objects = 0;
+    for (auto& m : s.members) objects += m.object_count;
+    return objects == 41;
+  });
+  CHECK(before.object_count == 21);
+  // More copies than owners: refused up front.
+  CHECK(a->put("thrice", "x", sluice::put_options{.replicas = 4}).code() == sluice::errc::unavailable);
+
+  owner_a.proc->signal(SIGKILL);
+  owner_a.proc->wait(5s);
+  await_status(*c, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+
+  // Every two-copy key still reads, with its own bytes, through C — from
+  // C itself or from B.
+  for (int i = 0; i < 20; ++i) {
+    auto got = c->get("twice/" + std::to_string(i));
+    REQUIRE_MESSAGE(got.ok(), "twice/" << i << ": " << got.error().to_string());
+    CHECK(got->str() == values[static_cast<std::size_t>(i)]);
+  }
+  CHECK(c->get("once").code() == sluice::errc::unavailable);
+  // Overwrites and removes go on working for the surviving copies.
+  REQUIRE(c->put("twice/0", "new", sluice::put_options{.replicas = 2}).ok());
+  CHECK(c->get("twice/0").value().str() == "new");
+  CHECK(c->remove("twice/1").value());
+  CHECK(c->get("twice/1").code() == sluice::errc::not_found);
+}
