@@ -82,6 +82,21 @@ void directory::count_copy(node_id holder, std::uint64_t size, bool added) {
   u.bytes -= size;
 }
 
+bool directory::pending_on(const std::string& key, std::uint64_t version, node_id holder) const {
+  auto it = pending_.find(version);
+  return it != pending_.end() && it->second.key == key && it->second.holder == holder;
+}
+
+std::vector<wire::key_version> directory::held_in_range(node_id holder, std::string_view after, std::string_view through,
+                                                        bool to_end) const {
+  std::vector<wire::key_version> out;
+  for (auto it = objects_.upper_bound(after); it != objects_.end(); ++it) {
+    if (!to_end && it->first > through) break;
+    if (it->second.held_by(holder)) out.push_back(wire::key_version{it->first, it->second.version});
+  }
+  return out;
+}
+
 bool directory::add_replica(const std::string& key, std::uint64_t version, node_id holder) {
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.version != version || it->second.held_by(holder)) return false;

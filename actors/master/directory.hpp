@@ -111,6 +111,14 @@ class directory {
   /// when the holder goes); the key when it was the last copy.
   evicted_copy evict(const std::string& key, std::uint64_t version, node_id holder);
 
+  /// Whether `version` of `key` is a put pending on `holder`.
+  bool pending_on(const std::string& key, std::uint64_t version, node_id holder) const;
+  /// The committed versions `holder` holds a copy of, for the keys after
+  /// `after` up to and including `through` (to the end when `to_end`), in
+  /// key order.
+  std::vector<wire::key_version> held_in_range(node_id holder, std::string_view after, std::string_view through,
+                                               bool to_end) const;
+
   /// Forgets a pending version; false when there was none.
   bool abort(std::uint64_t version);
 

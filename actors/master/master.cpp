@@ -1,5 +1,6 @@
 #include "actors/master/master.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include <caf/actor_system.hpp>
@@ -270,6 +271,8 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.used_bytes = usage.bytes;
     s.object_count = usage.objects;
     s.evictions = m.evictions;
+    s.stored_bytes = m.used_bytes;
+    s.stored_objects = m.reported_objects;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -517,6 +520,46 @@ void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p) {
   answer(self, ctx, wire::pin_reply{entry->version});
 }
 
+/// One page of an owner's inventory: versions the master does not list
+/// for it go back to be freed; versions the master lists for it in the
+/// page's key range that it no longer holds lose that copy. An owner sends
+/// its whole inventory right after registering, before anything else, so
+/// no change it makes can fall between its pages.
+void on_inventory(self_ptr self, const request_context& ctx, const wire::inventory& inv) {
+  auto& st = self->state;
+  bool ordered = std::is_sorted(inv.entries.begin(), inv.entries.end()) &&
+                 (inv.entries.empty() || inv.after.empty() || inv.after < inv.entries.front().key);
+  if (!ordered) {
+    return answer_error(self, ctx, error{errc::invalid_argument, "an inventory page must list keys after its start, in order"});
+  }
+  wire::inventory_reply out;
+  for (auto& e : inv.entries) {
+    auto* entry = st.dir.find_any(e.key);
+    bool listed = entry != nullptr && entry->version == e.version && entry->held_by(ctx.source);
+    if (!listed && !st.dir.pending_on(e.key, e.version, ctx.source)) out.unknown.push_back(e);
+  }
+  auto through = inv.entries.empty() ? inv.after : inv.entries.back().key;
+  std::vector<wire::key_version> lost;
+  for (auto& held : st.dir.held_in_range(ctx.source, inv.after, through, inv.final)) {
+    if (!std::binary_search(inv.entries.begin(), inv.entries.end(), held)) lost.push_back(held);
+  }
+  for (auto& l : lost) {
+    auto outcome = st.dir.evict(l.key, l.version, ctx.source);
+    if (outcome == master::evicted_copy::key) {
+      st.journal->object_removed(l.key);
+      key_gone(self, l.key);
+    } else if (outcome == master::evicted_copy::replica) {
+      st.journal->object_committed(l.key, *st.dir.find_any(l.key));
+    }
+  }
+  if (!lost.empty()) {
+    st.ep->log()->warn("owner {} no longer holds {} objects the master listed for it; dropped them",
+                       ctx.source.to_string(), lost.size());
+    changed(self);
+  }
+  answer(self, ctx, std::move(out));
+}
+
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
   st.dir.advance(st.wall_ms());
@@ -545,6 +588,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::locate& l) { on_locate(self, ctx, l); },
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::evict& e) { on_evict(self, ctx, e); },
+          [&](const wire::inventory& inv) { on_inventory(self, ctx, inv); },
           [&](const wire::add_replica& r) {
             bool added = st.dir.add_replica(r.key, r.version, ctx.source);
             if (added) {

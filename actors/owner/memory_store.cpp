@@ -1,5 +1,7 @@
 #include "actors/owner/object_store.hpp"
 
+#include <algorithm>
+
 #include "runtime/units.hpp"
 
 namespace sluice {
@@ -17,6 +19,15 @@ result<void> memory_store::put(const std::string& key, std::uint64_t version, sh
   used_ += size;
   count_ += 1;
   return {};
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> memory_store::inventory() const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (auto& [key, versions] : values_) {
+    for (auto& [version, bytes] : versions) out.emplace_back(key, version);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 long memory_store::references(const std::string& key, std::uint64_t version) const {

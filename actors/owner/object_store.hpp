@@ -10,6 +10,8 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "runtime/memory/buffer.hpp"
 #include "runtime/wire/messages.hpp"
@@ -45,6 +47,9 @@ class object_store {
   /// fast index's mean a reader holds them: evicting would free nothing.
   virtual long references(const std::string& key, std::uint64_t version) const = 0;
 
+  /// Every (key, version) held, sorted.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> inventory() const = 0;
+
   virtual std::uint64_t capacity_bytes() const = 0;
   virtual std::uint64_t used_bytes() const = 0;
   virtual std::uint64_t object_count() const = 0;
@@ -63,6 +68,7 @@ class memory_store final : public object_store {
   result<shared_bytes> reserve(std::uint64_t size) override;
   std::optional<wire::pool_region> locate(const shared_bytes&) const override { return std::nullopt; }
   long references(const std::string& key, std::uint64_t version) const override;
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
   std::uint64_t capacity_bytes() const override { return capacity_; }
   std::uint64_t used_bytes() const override { return used_; }
   std::uint64_t object_count() const override { return count_; }

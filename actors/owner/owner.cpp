@@ -45,6 +45,40 @@ void renew_lease(self_ptr self, clock_time sent) {
   st.index->set_lease(until);
 }
 
+/// Tells a master this owner just registered with what it holds, all
+/// pages at once — nothing else it sends can fall between them — and
+/// frees what the master does not list.
+void send_inventory(self_ptr self, transport::link_id link) {
+  constexpr std::size_t page_entries = 4096;
+  auto& st = self->state;
+  auto held = st.store->inventory();
+  auto deadline = st.ep->now() + control_timeout;
+  std::string after;
+  std::size_t at = 0;
+  do {
+    wire::inventory page;
+    page.after = after;
+    auto end = std::min(held.size(), at + page_entries);
+    // A page ends between keys, never between two versions of one key.
+    while (end < held.size() && end > at && held[end].first == held[end - 1].first) ++end;
+    for (; at < end; ++at) page.entries.push_back(wire::key_version{held[at].first, held[at].second});
+    page.final = at == held.size();
+    if (!page.entries.empty()) after = page.entries.back().key;
+    st.ep->request(link, std::move(page), {}, deadline, [self](result<wire::message> reply) {
+      auto unknown = reply_body<wire::inventory_reply>(reply);
+      if (!unknown) return;  // the next registration tries again
+      auto& st = self->state;
+      for (auto& u : unknown->unknown) {
+        st.index->erase_version(u.key, u.version);
+        if (st.store->drop(u.key, u.version)) gone(self, u.key, u.version);
+      }
+      if (!unknown->unknown.empty()) {
+        st.ep->log()->info("freed {} values the master does not list", unknown->unknown.size());
+      }
+    });
+  } while (at < held.size());
+}
+
 void register_with_master(self_ptr self) {
   auto& st = self->state;
   // (Re)registering means the master may have declared this owner down
@@ -80,6 +114,7 @@ void register_with_master(self_ptr self) {
     renew_lease(self, sent);
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
+    send_inventory(self, link);
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }

@@ -1,5 +1,7 @@
 #include "actors/owner/pool_store.hpp"
 
+#include <algorithm>
+
 #include <cstring>
 
 namespace sluice {
@@ -90,6 +92,15 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
   versions.emplace(version, shared_bytes{std::move(hold), bytes});
   count_ += 1;
   return {};
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> pool_store::inventory() const {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (auto& [key, versions] : values_) {
+    for (auto& [version, bytes] : versions) out.emplace_back(key, version);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 long pool_store::references(const std::string& key, std::uint64_t version) const {

@@ -31,6 +31,7 @@ class pool_store final : public object_store {
   bool drop(const std::string& key, std::uint64_t version) override;
   result<shared_bytes> reserve(std::uint64_t size) override;
   long references(const std::string& key, std::uint64_t version) const override;
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
   std::optional<wire::pool_region> locate(const shared_bytes& bytes) const override;
   std::uint64_t capacity_bytes() const override;
   std::uint64_t used_bytes() const override;

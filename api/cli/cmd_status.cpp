@@ -41,6 +41,8 @@ void print_json(const cluster_status& s) {
                        {"used_bytes", m.used_bytes},
                        {"objects", m.object_count},
                        {"evictions", m.evictions},
+                       {"stored_bytes", m.stored_bytes},
+                       {"stored_objects", m.stored_objects},
                        {"since_heartbeat_us", m.since_heartbeat.count()}});
   }
   nlohmann::json out = {{"master", s.master_id}, {"objects", s.object_count}, {"members", members}};

@@ -114,6 +114,8 @@ result<cluster_status> to_status(result<wire::message>& reply) {
     info.used_bytes = m.used_bytes;
     info.object_count = m.object_count;
     info.evictions = m.evictions;
+    info.stored_bytes = m.stored_bytes;
+    info.stored_objects = m.stored_objects;
     info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
     out.members.push_back(std::move(info));
   }

@@ -83,6 +83,8 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setObjectCount(m.object_count);
     out.setLastHeartbeatAgeUs(m.last_heartbeat_age_us);
     out.setEvictions(m.evictions);
+    out.setStoredBytes(m.stored_bytes);
+    out.setStoredObjects(m.stored_objects);
   }
 }
 
@@ -251,6 +253,17 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const unpin_reply& x) { b.setUnpinReply(x.was_pinned); },
           [&](const add_replica& x) { set_key_version(b.initAddReplica(), x.key, x.version); },
           [&](const add_replica_reply& x) { b.setAddReplicaReply(x.added); },
+          [&](const inventory& x) {
+            auto i = b.initInventory();
+            i.setAfter(as_data(x.after));
+            auto list = i.initEntries(static_cast<unsigned>(x.entries.size()));
+            for (unsigned n = 0; n < x.entries.size(); ++n) set_key_version(list[n], x.entries[n].key, x.entries[n].version);
+            i.setFinal(x.final);
+          },
+          [&](const inventory_reply& x) {
+            auto list = b.initInventoryReply(static_cast<unsigned>(x.unknown.size()));
+            for (unsigned n = 0; n < x.unknown.size(); ++n) set_key_version(list[n], x.unknown[n].key, x.unknown[n].version);
+          },
       },
       msg);
 }
@@ -273,6 +286,8 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.object_count = m.getObjectCount();
     x.last_heartbeat_age_us = m.getLastHeartbeatAgeUs();
     x.evictions = m.getEvictions();
+    x.stored_bytes = m.getStoredBytes();
+    x.stored_objects = m.getStoredObjects();
     out.members.push_back(std::move(x));
   }
   return out;
@@ -421,6 +436,17 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       return body{add_replica{from_data(a.getKey()), a.getVersion()}};
     }
     case W::ADD_REPLICA_REPLY: return body{add_replica_reply{b.getAddReplicaReply()}};
+    case W::INVENTORY: {
+      auto i = b.getInventory();
+      inventory out{from_data(i.getAfter()), {}, i.getFinal()};
+      for (auto e : i.getEntries()) out.entries.push_back(key_version{from_data(e.getKey()), e.getVersion()});
+      return body{std::move(out)};
+    }
+    case W::INVENTORY_REPLY: {
+      inventory_reply out;
+      for (auto e : b.getInventoryReply()) out.unknown.push_back(key_version{from_data(e.getKey()), e.getVersion()});
+      return body{std::move(out)};
+    }
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -565,7 +591,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

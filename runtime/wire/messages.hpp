@@ -341,6 +341,29 @@ struct add_replica_reply {
   bool added = false;  ///< false: the key moved on; free the copy
 };
 
+// --- reconciliation (owner -> master, after each registration) -------------
+
+struct key_version {
+  std::string key;
+  std::uint64_t version = 0;
+  friend bool operator==(const key_version&, const key_version&) = default;
+  friend auto operator<=>(const key_version&, const key_version&) = default;
+};
+
+/// One page of what an owner holds, in key order: the versions of the keys
+/// after `after` ("" : from the first) up to and including the last key
+/// listed, or to the end when `final`.
+struct inventory {
+  std::string after;
+  std::vector<key_version> entries;
+  bool final = false;
+};
+
+/// The versions of the page the master does not list for the owner: free them.
+struct inventory_reply {
+  std::vector<key_version> unknown;
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -356,6 +379,8 @@ struct member_status {
   std::uint64_t object_count = 0;
   std::uint64_t last_heartbeat_age_us = 0;
   std::uint64_t evictions = 0;
+  std::uint64_t stored_bytes = 0;    ///< as the owner last reported
+  std::uint64_t stored_objects = 0;
 };
 
 struct cluster_status {};
@@ -379,7 +404,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           kv_reserve, kv_reserve_reply, kv_commit, kv_abort,
                           invalidate, commit_reply, list_keys, list_keys_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
-                          unpin, unpin_reply, add_replica, add_replica_reply>;
+                          unpin, unpin_reply, add_replica, add_replica_reply, inventory,
+                          inventory_reply>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -68,6 +68,8 @@ struct Envelope {
     unpinReply @52 :Bool;            # it was pinned
     addReplica @53 :KeyVersion;
     addReplicaReply @54 :Bool;       # added: the version is current
+    inventory @55 :Inventory;
+    inventoryReply @56 :List(KeyVersion);  # held versions to free: the master does not list them
   }
 }
 
@@ -112,6 +114,15 @@ struct Store {
   version @1 :UInt64;
   ttlMs @2 :UInt64;        # the put's time to live (the holder stops serving it from its fast index by then)
   replica @3 :Bool;        # an extra copy of a version its holder commits: register it with addReplica
+}
+
+# One page of what an owner holds, in key order: the versions of the keys
+# after `after` (empty: from the first key) up to and including the last
+# key listed — or to the end of the key space when `final` is set.
+struct Inventory {
+  after @0 :Data;
+  entries @1 :List(KeyVersion);
+  final @2 :Bool;
 }
 
 struct Pin {
@@ -253,6 +264,8 @@ struct MemberStatus {
   objectCount @7 :UInt64;
   lastHeartbeatAgeUs @8 :UInt64;
   evictions @9 :UInt64;
+  storedBytes @10 :UInt64;    # what the owner reports it holds (heartbeat)
+  storedObjects @11 :UInt64;
 }
 
 struct ClusterStatusReply {

@@ -125,3 +125,27 @@ TEST_CASE("recovery: a master killed mid-workload restarts from its data directo
   CHECK(checked >= 80);
   CHECK(before_kill >= 20);  // values written before the kill, read back after it
 }
+
+TEST_CASE("recovery: an owner reconciles with a master that forgot its values, and frees them") {
+  // A master without a data directory forgets everything when it restarts;
+  // the owner keeps its process and its memory, and must not keep bytes
+  // nobody can reach.
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto c = connect(owner.address);
+  await_status(*c, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  for (int i = 0; i < 10; ++i) REQUIRE(c->put("old/" + std::to_string(i), pattern(4096, 'o')).ok());
+  auto stored = [](const sluice::cluster_status& s) { return s.members.empty() ? 0 : s.members[0].stored_objects; };
+  await_status(*c, [&](const sluice::cluster_status& s) { return stored(s) == 10; });
+
+  master.proc->signal(SIGKILL);
+  master.proc->wait(5s);
+  master = start_node({"master", "--listen", master.address});
+  // The owner registers again, sends its inventory and frees all ten.
+  auto s = await_status(*c, [&](const sluice::cluster_status& s) { return count_up(s) == 1 && stored(s) == 0; });
+  CHECK(s.object_count == 0);
+  CHECK(c->get("old/1").code() == sluice::errc::not_found);
+  // And it goes on serving.
+  REQUIRE(c->put("new", "value").ok());
+  CHECK(c->get("new").value().str() == "value");
+}

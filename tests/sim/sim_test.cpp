@@ -52,6 +52,7 @@ class stale_after_restart_store final : public sluice::object_store {
   long references(const std::string& key, std::uint64_t version) const override {
     return real_.references(key, version);
   }
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return real_.inventory(); }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }
   std::uint64_t object_count() const override { return real_.object_count(); }
@@ -81,6 +82,7 @@ class torn_store final : public sluice::object_store {
   long references(const std::string& key, std::uint64_t version) const override {
     return real_.references(key, version);
   }
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return real_.inventory(); }
   std::uint64_t capacity_bytes() const override { return real_.capacity_bytes(); }
   std::uint64_t used_bytes() const override { return real_.used_bytes(); }
   std::uint64_t object_count() const override { return real_.object_count(); }

@@ -78,9 +78,11 @@ auto fields(const unpin& x) { return std::tie(x.key, x.session); }
 auto fields(const unpin_reply& x) { return std::tie(x.was_pinned); }
 auto fields(const add_replica& x) { return std::tie(x.key, x.version); }
 auto fields(const add_replica_reply& x) { return std::tie(x.added); }
+auto fields(const inventory& x) { return std::tie(x.after, x.entries, x.final); }
+auto fields(const inventory_reply& x) { return std::tie(x.unknown); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
-                  x.object_count, x.last_heartbeat_age_us, x.evictions);
+                  x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
@@ -146,6 +148,8 @@ member_status sample_member(std::uint64_t i) {
   m.object_count = i * 3;
   m.last_heartbeat_age_us = ~std::uint64_t{0} - i;
   m.evictions = i * 11;
+  m.stored_bytes = i * 5000;
+  m.stored_objects = i * 4;
   return m;
 }
 
@@ -229,6 +233,10 @@ std::vector<body> sample_bodies() {
       unpin_reply{true},
       add_replica{key_with_nul, max},
       add_replica_reply{true},
+      inventory{"", {}, true},
+      inventory{key_with_nul, {{"a", 1}, {key_not_utf8, max}}, false},
+      inventory_reply{{}},
+      inventory_reply{{{"x", 3}}},
       large_status(0),
       large_status(1000),
   };

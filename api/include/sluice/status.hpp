@@ -18,6 +18,10 @@ struct member_info {
   std::uint64_t used_bytes = 0;    ///< committed bytes it holds
   std::uint64_t object_count = 0;  ///< committed objects it holds
   std::uint64_t evictions = 0;     ///< values it evicted since it started (as last reported)
+  /// What the owner itself last reported holding: committed versions and
+  /// also versions in flight, and anything the master does not list.
+  std::uint64_t stored_bytes = 0;
+  std::uint64_t stored_objects = 0;
   std::chrono::microseconds since_heartbeat{0};
 };
 
