@@ -194,6 +194,7 @@ void checker::check_absent(const std::string& key, const history& h, sim_time st
     bool removed = false;
     for (auto& rm : h.removes) removed |= rm.start < end;
     if (removed || any_crash_between(p.start, end)) continue;
+    if (auto f = forgotten_.find(key); f != forgotten_.end() && crash_between(f->second, p.start, end)) continue;
     violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} and nothing could "
                           "have removed it",
                           what, show(key), format_time(end), id.client, id.seq, format_time(p.end)));

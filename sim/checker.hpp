@@ -12,7 +12,8 @@
 //    the version counter persist; a wiped disk loses them);
 //  - not_found for a key with an acknowledged put only when a remove
 //    may have intervened, an owner crashed since (values live in owner
-//    memory: a crash may lose them) or the master lost its storage.
+//    memory: a crash may lose them), the master lost its storage, or the
+//    master took the key out since (an owner evicted it).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,11 @@ class checker {
     if (storage_lost) master_crashes_.push_back(at);
   }
   void owner_crashed(sim_time at) { owner_crashes_.push_back(at); }
+  /// The master took `key` out on its own (its owner evicted it).
+  void forgotten(const std::string& key, sim_time at) {
+    forgotten_[key].push_back(at);
+    stats_.forgotten += 1;
+  }
 
   // --- verdict ---------------------------------------------------------------
 
@@ -71,7 +77,7 @@ class checker {
 
   struct counts {
     std::uint64_t puts_acked = 0, puts_failed = 0, gets_found = 0, gets_not_found = 0,
-                  gets_failed = 0, removes = 0, exists = 0;
+                  gets_failed = 0, removes = 0, exists = 0, forgotten = 0;
   };
   const counts& stats() const noexcept { return stats_; }
 
@@ -101,6 +107,7 @@ class checker {
   std::map<std::string, history> keys_;
   std::vector<sim_time> master_crashes_;  // those that lost the master's storage
   std::vector<sim_time> owner_crashes_;
+  std::map<std::string, std::vector<sim_time>> forgotten_;
   std::vector<std::string> violations_;
   counts stats_;
 };

@@ -109,14 +109,20 @@ run_report run_seed(const run_options& options) {
   cfg.keep_trace = options.keep_trace;
   cfg.make_store = options.make_store;
   cfg.master_forgets = options.master_forgets;
+  cfg.owner_capacity = options.owner_capacity;
   if (options.faults == fault_level::swarm) {
     // Swarm: each seed also draws the cluster's shape.
     cfg.owners = 1 + static_cast<int>(shape.uniform(8));
     cfg.clients = 1 + static_cast<int>(shape.uniform(16));
     cfg.placement = shape.chance(1, 2) ? placement_policy::random : placement_policy::local_first;
+    // A third of the swarm runs with pools so small that owners evict.
+    if (cfg.owner_capacity == 0 && shape.chance(1, 3)) cfg.owner_capacity = 256 << 10;
   }
 
   checker check;
+  if (!options.hide_evictions) {
+    cfg.on_forgotten = [&check](const std::string& key, sim_time at) { check.forgotten(key, at); };
+  }
   world w{cfg};
   kv_workload work{w, check};
   fault_driver driver{w, check, w.now() + options.duration};

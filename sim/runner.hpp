@@ -27,6 +27,11 @@ struct run_options {
   store_factory make_store;
   /// A broken master that forgets its directory when it restarts.
   bool master_forgets = false;
+  /// Each owner's pool; 0: 256 MiB. Small pools make owners evict.
+  std::uint64_t owner_capacity = 0;
+  /// A broken checker hookup for tests of the checker itself: evictions
+  /// are not reported, so every read they explain looks like a lost value.
+  bool hide_evictions = false;
 };
 
 struct run_report {

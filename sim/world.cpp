@@ -100,7 +100,7 @@ node_config world::config_for(node_kind kind) const {
   node_config cfg;
   cfg.master.placement = config_.placement;
   cfg.owner.master = "sim://master";
-  cfg.owner.capacity_bytes = 256ULL << 20;
+  cfg.owner.capacity_bytes = config_.owner_capacity != 0 ? config_.owner_capacity : 256ULL << 20;
   cfg.owner.max_value_bytes = 1ULL << 20;
   (void)kind;
   return cfg;
@@ -146,7 +146,10 @@ void world::start(int index) {
       auto seed = rng{config_.seed}.fork(100 + n.incarnation).next();
       auto master = spawn_master(*n.system, master_deps{me, cfg.master, n.net.get(), faults_.get(),
                                                         config_.master_forgets ? nullptr : n.store.get(), seed,
-                                                        [this] { return sim_wall_ms(now_); }});
+                                                        [this] { return sim_wall_ms(now_); },
+                                                        [this](const std::string& key) {
+                                                          if (config_.on_forgotten) config_.on_forgotten(key, now_);
+                                                        }});
       // The simulated disk holds only what the master wrote: it can't be corrupt.
       SLUICE_ASSERT(master.ok());
       n.actor = caf::actor_cast<caf::actor>(*master);

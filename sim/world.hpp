@@ -43,6 +43,11 @@ struct world_config {
   /// A broken master that keeps nothing across restarts (for tests of the
   /// checker itself).
   bool master_forgets = false;
+  /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
+  std::uint64_t owner_capacity = 0;
+  /// Called when the master takes a key out on its own (evicted, expired,
+  /// lost), with the virtual time.
+  std::function<void(const std::string& key, sim_time at)> on_forgotten;
 };
 
 enum class node_kind { master, owner, client };

@@ -59,6 +59,7 @@ struct master_state {
   std::optional<rng> random;
   /// Wall time in ms since the Unix epoch (TTLs are kept in it).
   std::function<std::int64_t()> wall_ms;
+  std::function<void(const std::string&)> on_forgotten;
   /// Expired keys being taken out (waiting for their holders).
   std::set<std::string> expiring;
   /// Work waiting for an owner's lease to run out, by id.
@@ -92,6 +93,11 @@ void changed(self_ptr self) {
 void key_gone(self_ptr self, const std::string& key) {
   auto& st = self->state;
   if (st.pins.forget_key(key)) st.journal->pins_changed(key, {});
+}
+
+/// The master took `key` out on its own (not at a client's request).
+void forgotten(self_ptr self, const std::string& key) {
+  if (self->state.on_forgotten) self->state.on_forgotten(key);
 }
 
 /// Runs `send` now, or after the next sync when changes are waiting.
@@ -477,6 +483,7 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   if (outcome == master::evicted_copy::key) {
     st.journal->object_removed(e.key);
     key_gone(self, e.key);
+    forgotten(self, e.key);
     changed(self);
   } else if (outcome == master::evicted_copy::replica) {
     st.journal->object_committed(e.key, *st.dir.find_any(e.key));
@@ -498,6 +505,7 @@ void expire_key(self_ptr self, const std::string& key, std::uint64_t version) {
     auto removed = st.dir.remove(key);
     st.journal->object_removed(key);
     key_gone(self, key);
+    forgotten(self, key);
     changed(self);
     drop_copies(self, key, *removed);
   });
@@ -548,6 +556,7 @@ void on_inventory(self_ptr self, const request_context& ctx, const wire::invento
     if (outcome == master::evicted_copy::key) {
       st.journal->object_removed(l.key);
       key_gone(self, l.key);
+      forgotten(self, l.key);
     } else if (outcome == master::evicted_copy::replica) {
       st.journal->object_committed(l.key, *st.dir.find_any(l.key));
     }
@@ -651,6 +660,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   auto& st = self->state;
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
+  st.on_forgotten = std::move(deps.on_forgotten);
   st.wall_ms = deps.wall_ms ? deps.wall_ms : [] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::system_clock::now().time_since_epoch()).count();

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include <caf/fwd.hpp>
 
@@ -32,6 +33,10 @@ struct master_deps {
   /// Wall time in milliseconds since the Unix epoch, which TTLs are kept
   /// in; empty: the system clock (the simulator gives its virtual one).
   std::function<std::int64_t()> wall_ms = {};
+  /// Told of every key the master takes out on its own — evicted, expired,
+  /// lost by its last holder — (the simulator's checker listens); may be
+  /// empty.
+  std::function<void(const std::string& key)> on_forgotten = {};
 };
 
 /// What the master recovered from its store when it started.

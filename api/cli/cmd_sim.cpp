@@ -23,6 +23,7 @@ struct sim_flags {
   int clients = 4;
   std::string duration = "20s";
   std::string faults = "heavy";
+  std::string capacity;  // each owner's pool: "" = 256 MiB
   bool check_determinism = false;
   bool verbose = false;
   bool trace = false;
@@ -49,11 +50,11 @@ result<seed_range> parse_seeds(const sim_flags& f) {
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
-                     "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes), "
+                     "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted), "
                      "trace {:016x}",
                      r.simulated_s, r.real_s, r.real_s > 0 ? r.simulated_s / r.real_s : 0.0, r.owners,
                      r.clients, r.operations, c.puts_acked, c.puts_failed, c.gets_found,
-                     c.gets_not_found, c.gets_failed, c.removes, r.trace_hash);
+                     c.gets_not_found, c.gets_failed, c.removes, c.forgotten, r.trace_hash);
 }
 
 sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim::fault_level level,
@@ -65,6 +66,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.duration = duration;
   o.faults = level;
   o.keep_trace = f.trace;
+  if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
   return o;
 }
 
@@ -165,6 +167,11 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--clients", f->clients, "Clients (swarm draws its own)")->capture_default_str()->check(CLI::Range(1, 128));
   cmd->add_option("--duration", f->duration, "Simulated time of the faulty phase, e.g. 60s")->capture_default_str();
   cmd->add_option("--faults", f->faults, "none, light, heavy or swarm")->capture_default_str();
+  cmd->add_option("--capacity", f->capacity, "Each owner's pool, e.g. 256KiB: small pools make owners evict")
+      ->check([](const std::string& text) {
+        auto size = parse_size(text);
+        return size && *size >= 4096 ? std::string{} : std::string{"a size of at least 4KiB, e.g. 256KiB"};
+      });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
   cmd->add_flag("--verbose", f->verbose, "Show the nodes' logs");
   cmd->add_flag("--trace", f->trace, "Print every trace event (single seed)");

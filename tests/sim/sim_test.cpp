@@ -154,6 +154,29 @@ TEST_CASE("sim: a master that forgets its directory when it restarts is caught")
   CHECK(caught > 0);
 }
 
+TEST_CASE("sim: 30 heavy seeds pass with owners so small that they evict") {
+  std::uint64_t evicted = 0;
+  for (std::uint64_t seed = 1; seed <= 30; ++seed) {
+    auto options = quick(seed, fault_level::heavy);
+    options.owner_capacity = 256 << 10;
+    auto report = run_seed(options);
+    CHECK_MESSAGE(report.passed(), "seed " << seed << ": " << (report.passed() ? "" : report.violations.front()));
+    evicted += report.counts.forgotten;
+  }
+  CHECK(evicted > 10);  // the mode does what it is for
+}
+
+TEST_CASE("sim: evictions the checker is not told of look like lost values and are caught") {
+  int caught = 0;
+  for (std::uint64_t seed = 1; seed <= 10 && caught == 0; ++seed) {
+    auto options = quick(seed, fault_level::none);
+    options.owner_capacity = 256 << 10;
+    options.hide_evictions = true;
+    if (!run_seed(options).passed()) ++caught;
+  }
+  CHECK(caught > 0);
+}
+
 TEST_CASE("sim: an owner that returns torn values is caught") {
   auto options = quick(3, fault_level::none);
   options.make_store = [](std::uint64_t capacity) { return std::make_shared<torn_store>(capacity); };
