@@ -173,7 +173,7 @@ void world::start(int index) {
       n.owner = static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
       auto owner = "sim://owner-" + std::to_string(n.owner);
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get()}));
+          spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get(), std::chrono::seconds{2}}));
       break;
     }
   }

@@ -11,6 +11,7 @@ struct client_state {
   std::optional<endpoint> ep;
   std::vector<std::string> owner_addresses;
   std::optional<transport::link_id> link;
+  clock_duration keepalive{};
   static inline const char* name = "sluice.client";
 };
 
@@ -44,10 +45,18 @@ void on_call(self_ptr self, api_call& call) {
 client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
   auto& st = self->state;
   st.owner_addresses = deps.owner_addresses;
+  st.keepalive = deps.keepalive;
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("client"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);
+  if (st.keepalive > clock_duration::zero()) self->delayed_send(self, st.keepalive, tick_atom::value);
   return {
+      [self](tick_atom) {
+        // Keeps this client's session alive at its owner (see owner_section::client_timeout).
+        auto& st = self->state;
+        if (st.link) st.ep->notify(*st.link, wire::ping{});
+        self->delayed_send(self, timer_delay(st.ep->faults(), st.keepalive), tick_atom::value);
+      },
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
         self->state.ep->link_up(link, peer);
       },

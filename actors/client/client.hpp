@@ -26,7 +26,7 @@ struct api_call {
   bool notify = false;
 };
 
-using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>>;
+using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>, caf::reacts_to<tick_atom>>;
 
 struct client_deps {
   endpoint::identity identity;
@@ -37,6 +37,8 @@ struct client_deps {
   transport::transport* net = nullptr;
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.
   fault_sites* faults = nullptr;
+  /// How often to tell the owner this client is alive; zero: never.
+  clock_duration keepalive = std::chrono::seconds{2};
 };
 
 client_actor spawn_client(caf::actor_system& sys, client_deps deps);

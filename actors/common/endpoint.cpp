@@ -57,6 +57,7 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
   auto it = peers_.find(link);
   if (it == peers_.end()) return std::nullopt;  // link already forgotten
   auto& peer = it->second;
+  peer.last_heard = now();
   if (auto* h = std::get_if<wire::hello>(&msg.env.body)) {
     if (h->version != wire::protocol_version) {
       log_->warn("link {:#x} to {}: closing it: peer speaks protocol {} (this node speaks {})",
@@ -86,7 +87,8 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     return std::nullopt;
   }
   if (std::holds_alternative<wire::ping>(msg.env.body)) {
-    reply(context_of(link, msg), wire::ok_reply{});
+    // A one-way ping is a keepalive: hearing it was the point.
+    if (msg.env.request_id != 0) reply(context_of(link, msg), wire::ok_reply{});
     return std::nullopt;
   }
   return msg;
@@ -241,10 +243,10 @@ void endpoint::flush() {
   held_links_.clear();
 }
 
-std::vector<std::uint64_t> endpoint::peers_in_role(role r) const {
+std::vector<std::uint64_t> endpoint::peers_in_role(role r, clock_time heard_since) const {
   std::vector<std::uint64_t> out;
   for (auto& [link, p] : peers_) {
-    if (p.greeted && p.peer_role == r) out.push_back(p.id.value);
+    if (p.greeted && p.peer_role == r && p.last_heard >= heard_since) out.push_back(p.id.value);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -45,6 +45,7 @@ struct peer_info {
   std::string listen_address;  ///< where the peer accepts links ("" if none)
   std::string link_address;    ///< the other end of this link, as the transport saw it
   bool greeted = false;        ///< its hello arrived
+  clock_time last_heard{};     ///< when the last frame arrived from it
 };
 
 /// Remembers which request ids arrived on a link lately, so a request
@@ -121,8 +122,9 @@ class endpoint {
 
   request_context context_of(transport::link_id link, const wire::message& msg) const;
   const peer_info* peer(transport::link_id link) const;
-  /// Node ids of the greeted peers in `r`, sorted, each once.
-  std::vector<std::uint64_t> peers_in_role(role r) const;
+  /// Node ids of the greeted peers in `r` heard from since `heard_since`,
+  /// sorted, each once.
+  std::vector<std::uint64_t> peers_in_role(role r, clock_time heard_since = clock_time::min()) const;
   /// The link to a greeted peer with this id, if there is one.
   std::optional<transport::link_id> link_to(node_id id) const;
   clock_time now() const { return self_->clock().now(); }

@@ -135,7 +135,7 @@ void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
-                    st.ep->peers_in_role(role::client)};
+                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout)};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;

@@ -153,6 +153,7 @@ result<client_options> load_client_options(const std::string& config_file) {
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->client.request_timeout);
   out.timeout = std::max(timeout, std::chrono::milliseconds{1});
   out.connect_timeout = out.timeout;
+  out.keepalive = std::chrono::duration_cast<std::chrono::milliseconds>(cfg->client.keepalive);
   return out;
 }
 
@@ -166,6 +167,7 @@ result<std::unique_ptr<client>> client::impl::connect_with(const std::string& ad
   node_config cfg;
   cfg.node.name = options.name;
   cfg.node.threads = 1;
+  cfg.client.keepalive = std::chrono::duration_cast<std::chrono::microseconds>(options.keepalive);
   auto host = node_host::start_client(cfg, owner_addresses(address, options.transport), {hub.get(), ""});
   if (!host) return std::move(host).error();
   auto state = std::make_unique<impl>();

@@ -193,6 +193,7 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   client_deps deps;
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
   deps.owner_addresses = std::move(owner_addresses);
+  deps.keepalive = std::chrono::duration_cast<clock_duration>(cfg.client.keepalive);
   auto shm = std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_);
   h.shm_client_ = shm.get();
   h.net_->add(shm_tag, std::move(shm));

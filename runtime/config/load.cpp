@@ -292,10 +292,12 @@ constexpr key_spec owner_keys[] = {
     {"eviction", store<&node_config::owner, &owner_section::eviction, read_eviction>},
     {"evict_high", store<&node_config::owner, &owner_section::evict_high_percent, read_percent>},
     {"evict_low", store<&node_config::owner, &owner_section::evict_low_percent, read_percent>},
+    {"client_timeout", store<&node_config::owner, &owner_section::client_timeout, read_duration>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",
      store<&node_config::client, &client_section::request_timeout, read_duration>},
+    {"keepalive", store<&node_config::client, &client_section::keepalive, read_duration>},
 };
 constexpr key_spec log_keys[] = {
     {"level", store<&node_config::log, &log_section::level, read_log_level>},

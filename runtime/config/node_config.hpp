@@ -98,11 +98,16 @@ struct owner_section {
   /// (evict_high) and down to which it evicts (evict_low).
   std::uint32_t evict_high_percent = 95;
   std::uint32_t evict_low_percent = 85;
+  /// A client silent this long has lost its session (its pins lapse), even
+  /// if its connection looks open.
+  microseconds client_timeout{10'000'000};
 };
 
 struct client_section {
   /// Deadline used when a call does not give one.
   microseconds request_timeout{5'000'000};
+  /// How often a client tells its owner it is alive (its session lives on).
+  microseconds keepalive{2'000'000};
 };
 
 struct log_section {

@@ -133,9 +133,36 @@ TEST_CASE("shm: a client killed while it pins a key: its pin lapses and the key 
   bool evicted = false;
   for (int round = 0; round < 50 && !evicted; ++round) {
     std::this_thread::sleep_for(100ms);
-    for (int i = 0; i < 4; ++i) REQUIRE(kv->put("more/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE(kv->put("more/" + std::to_string(round) + "/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
+    }
     evicted = !kv->exists("pinned").value();
   }
   CHECK(evicted);
 }
 
+
+TEST_CASE("shm: a client that stops answering loses its session, and its pin lapses though its connection stays open") {
+  auto up = start_up("[master]\nheartbeat_interval = \"100ms\"\n[owner]\ncapacity = \"8MiB\"\nclient_timeout = \"600ms\"\n");
+  auto kv = connect_shm(up.address);
+  REQUIRE(kv->put("pinned", std::string(1 << 20, 'p')).ok());
+  process child{child_bin, {up.address, "pin", "pinned"}};
+  REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});
+  // Alive (it sends keepalives): the pin holds through 12 MiB of puts.
+  std::this_thread::sleep_for(1s);
+  for (int i = 0; i < 12; ++i) REQUIRE(kv->put("fill/" + std::to_string(i), std::string(1 << 20, 'f')).ok());
+  CHECK(kv->exists("pinned").value());
+  // Frozen: no keepalives; its socket stays open.
+  child.signal(SIGSTOP);
+  bool evicted = false;
+  for (int round = 0; round < 50 && !evicted; ++round) {
+    std::this_thread::sleep_for(100ms);
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE(kv->put("more/" + std::to_string(round) + "/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
+    }
+    evicted = !kv->exists("pinned").value();
+  }
+  CHECK(evicted);
+  child.signal(SIGKILL);
+  child.wait(5s);
+}

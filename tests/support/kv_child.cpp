@@ -3,9 +3,11 @@
 //
 //   kv_child ADDRESS reserve KEY SIZE    reserve, write half, wait to be killed
 //   kv_child ADDRESS hold KEY            get a view of KEY and hold it forever
+//   kv_child ADDRESS pin KEY             pin KEY (for its session) and wait
 //   kv_child ADDRESS hammer ID OPS SIZE  put/get/verify OPS values of its own;
 //                                        prints "ok N" or "bad ..." and exits
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
   std::string address = argv[1], action = argv[2];
   sluice::client_options options;
   options.transport = sluice::client_transport::shared_memory;
+  // Often enough for owners that end silent sessions quickly (tests).
+  options.keepalive = std::chrono::milliseconds{200};
   auto kv = sluice::client::connect(address, options);
   if (!kv) {
     std::printf("bad connect: %s\n", kv.error().to_string().c_str());

@@ -50,6 +50,10 @@ struct client_options {
   /// A name for logs and status output.
   std::string name = "client";
   client_transport transport = client_transport::automatic;
+  /// How often the client tells its owner it is alive, so that its
+  /// session — and the pins it holds — live on; the owner ends a session
+  /// silent for its [owner] client_timeout (10 s by default).
+  std::chrono::milliseconds keepalive{2000};
 };
 
 /// Client options from the [client] section of a node configuration file
