@@ -67,8 +67,10 @@ void kv_workload::issue(int client) {
   if (roll < 35) {
     put_id id{static_cast<std::uint32_t>(client), st.next_seq++};
     auto body = body_sizes[random.uniform(std::size(body_sizes))];
+    // A third of the puts keep two copies (with one owner they fail: unavailable).
+    std::uint32_t copies = random.uniform(3) == 0 ? 2 : 1;
     checker_.put_started(key, id, start);
-    send(client, wire::kv_put{key, {}, 0, 1}, make_value(key, id, body),
+    send(client, wire::kv_put{key, {}, 0, copies}, make_value(key, id, body),
          [this, client, inc, key, id, finish](result<wire::message> reply) {
            if (!current(client, inc)) return;
            auto r = reply_body<wire::kv_put_reply>(reply);
