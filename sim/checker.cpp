@@ -67,8 +67,8 @@ result<put_id> parse_value(const std::string& key, std::span<const std::byte> by
   return put_id{h.client, h.seq};
 }
 
-void checker::put_started(const std::string& key, put_id id, sim_time at) {
-  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt};
+void checker::put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl) {
+  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt, ttl};
 }
 
 void checker::put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r) {
@@ -173,6 +173,9 @@ void checker::check_found(const std::string& key, history& h, sim_time start, si
     violation(fmt::format("{}, but an earlier read saw it as version {}", where, *p.observed));
   }
   p.observed = version;
+  if (p.state == outcome::acked && p.ttl > sim_duration::zero() && start > p.end + p.ttl) {
+    violation(fmt::format("{}, but its time to live ran out by {}", where, format_time(p.end + p.ttl)));
+  }
   for (auto& rm : h.removes) {
     if (rm.state == outcome::acked && rm.end < start && p.state == outcome::acked && p.end < rm.start) {
       violation(fmt::format("{}, which a remove acknowledged at {} had deleted", where, format_time(rm.end)));
@@ -189,6 +192,11 @@ void checker::check_found(const std::string& key, history& h, sim_time start, si
 
 void checker::check_absent(const std::string& key, const history& h, sim_time start, sim_time end,
                            const char* what) {
+  // Any put with a time to live that began early enough may have become
+  // the key's version and expired since, taking the key with it.
+  for (auto& [id, q] : h.puts) {
+    if (q.ttl > sim_duration::zero() && q.start + q.ttl <= end) return;
+  }
   for (auto& [id, p] : h.puts) {
     if (p.state != outcome::acked || p.end >= start) continue;
     bool removed = false;

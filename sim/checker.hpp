@@ -13,7 +13,10 @@
 //  - not_found for a key with an acknowledged put only when a remove
 //    may have intervened, an owner crashed since (values live in owner
 //    memory: a crash may lose them), the master lost its storage, or the
-//    master took the key out since (an owner evicted it).
+//    master took the key out since (an owner evicted it), or a put with
+//    a time to live that may have overwritten it expired;
+//  - never a value whose time to live ran out before the read began (it
+//    counts from the commit, which comes before the acknowledgement).
 #pragma once
 
 #include <cstdint>
@@ -48,7 +51,8 @@ class checker {
 
   // --- what happened -------------------------------------------------------
 
-  void put_started(const std::string& key, put_id id, sim_time at);
+  /// A put of `key` began; with a time to live when `ttl` is not zero.
+  void put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl = sim_duration::zero());
   void put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r);
   std::size_t remove_started(const std::string& key, sim_time at);
   void remove_ended(const std::string& key, std::size_t index, sim_time at, const result<bool>& r);
@@ -87,6 +91,7 @@ class checker {
     outcome state = outcome::pending;
     std::uint64_t version = 0;
     std::optional<std::uint64_t> observed;  // a version reads saw it under
+    sim_duration ttl{};                      // zero: no time to live
   };
   struct remove_record {
     sim_time start, end;

@@ -67,10 +67,13 @@ void kv_workload::issue(int client) {
   if (roll < 35) {
     put_id id{static_cast<std::uint32_t>(client), st.next_seq++};
     auto body = body_sizes[random.uniform(std::size(body_sizes))];
-    // A third of the puts keep two copies (with one owner they fail: unavailable).
+    // A third of the puts keep two copies (with one owner they fail:
+    // unavailable); a quarter expire after a while.
     std::uint32_t copies = random.uniform(3) == 0 ? 2 : 1;
-    checker_.put_started(key, id, start);
-    send(client, wire::kv_put{key, {}, 0, copies}, make_value(key, id, body),
+    constexpr std::uint64_t ttls_ms[] = {200, 1000, 5000};
+    std::uint64_t ttl_ms = random.uniform(4) == 0 ? ttls_ms[random.uniform(std::size(ttls_ms))] : 0;
+    checker_.put_started(key, id, start, std::chrono::milliseconds{ttl_ms});
+    send(client, wire::kv_put{key, {}, ttl_ms, copies}, make_value(key, id, body),
          [this, client, inc, key, id, finish](result<wire::message> reply) {
            if (!current(client, inc)) return;
            auto r = reply_body<wire::kv_put_reply>(reply);
