@@ -237,7 +237,7 @@ rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& commit
   std::uint64_t next = committed, done = 0, errors = 0;
   auto start_put = [&] {
     auto n = next++;
-    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0, 1}), pending{n, false});
+    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0, 1, ""}), pending{n, false});
   };
   for (int i = 0; i < depth; ++i) start_put();
   w.flush();

@@ -73,7 +73,7 @@ void kv_workload::issue(int client) {
     constexpr std::uint64_t ttls_ms[] = {200, 1000, 5000};
     std::uint64_t ttl_ms = random.uniform(4) == 0 ? ttls_ms[random.uniform(std::size(ttls_ms))] : 0;
     checker_.put_started(key, id, start, std::chrono::milliseconds{ttl_ms});
-    send(client, wire::kv_put{key, {}, ttl_ms, copies}, make_value(key, id, body),
+    send(client, wire::kv_put{key, {}, ttl_ms, copies, ""}, make_value(key, id, body),
          [this, client, inc, key, id, finish](result<wire::message> reply) {
            if (!current(client, inc)) return;
            auto r = reply_body<wire::kv_put_reply>(reply);
@@ -118,7 +118,7 @@ void kv_workload::live_attempt(int client, sim_time deadline, std::vector<int>& 
   auto key = fmt::format("live/{}/{}", client, inc);
   put_id id{static_cast<std::uint32_t>(client), clients_[static_cast<std::size_t>(client)].next_seq++};
   checker_.put_started(key, id, world_.now());
-  send(client, wire::kv_put{key, {}, 0, 1}, make_value(key, id, 64),
+  send(client, wire::kv_put{key, {}, 0, 1, ""}, make_value(key, id, 64),
        [this, client, inc, key, id, retry, &done](result<wire::message> reply) {
          if (!current(client, inc)) return;
          auto put = reply_body<wire::kv_put_reply>(reply);

@@ -343,7 +343,19 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     answer_error(self, ctx, error{errc::unavailable, "no owner is up"});
     return;
   }
-  auto chosen = master::choose_owner(st.cfg.placement, p.preferred, candidates, p.size, *st.random);
+  // A put may name the owner it prefers; it gets it when that owner is up
+  // and can take the value, like local-first does for the put's own owner.
+  auto policy = st.cfg.placement;
+  auto preferred = p.preferred;
+  if (!p.prefer_owner.empty()) {
+    for (auto& [id, m] : st.members.all()) {
+      if (m.name == p.prefer_owner && m.state == wire::member_state::up) {
+        policy = placement_policy::local_first;
+        preferred = id;
+      }
+    }
+  }
+  auto chosen = master::choose_owner(policy, preferred, candidates, p.size, *st.random);
   if (!chosen) {
     answer_error(self, ctx, error{errc::no_capacity, "no up owner has room for " + format_size(p.size)});
     return;

@@ -240,7 +240,8 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
 // --- kv, served to clients ------------------------------------------------
 
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
-               wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas) {
+               wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
+               std::string prefer_owner) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -249,7 +250,7 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
   }
-  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas};
+  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas, std::move(prefer_owner)};
   ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
@@ -377,7 +378,7 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
                                          "this owner has no shared-memory pool; send the value with a put"});
   }
   auto id = st.next_reservation++;
-  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms, r.replicas});
+  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms, r.replicas, r.prefer_owner});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
 }
 
@@ -390,7 +391,8 @@ void serve_commit_reservation(self_ptr self, const request_context& ctx, std::ui
   }
   auto r = std::move(it->second);
   st.reservations.erase(it);
-  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms, r.replicas);
+  serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms, r.replicas,
+            std::move(r.prefer_owner));
 }
 
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {
@@ -412,7 +414,8 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto ctx = st.ep->context_of(link, msg);
   std::visit(
       overloaded{
-          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms, p.replicas);
+          [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms, p.replicas,
+                      std::move(p.prefer_owner));
           },
           [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
           [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key), r.if_version); },

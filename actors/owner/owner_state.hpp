@@ -34,6 +34,7 @@ struct reservation {
   wire::put_condition condition;
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
+  std::string prefer_owner;
 };
 
 struct owner_state {

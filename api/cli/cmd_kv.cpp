@@ -27,6 +27,7 @@ struct kv_flags {
   std::uint64_t if_version = 0;   // put, rm
   std::string ttl;                // put: a duration, "" = none
   std::uint32_t replicas = 1;     // put
+  std::string owner;              // put: preferred owner's name
   std::uint64_t limit = 0;        // ls: 0 = every key
   std::string start_after;        // ls
   bool json = false;              // ls
@@ -84,7 +85,7 @@ result<std::string> read_source(const std::string& source) {
 }
 
 int run_put(const kv_flags& f) {
-  put_options options{.if_absent = f.if_absent, .if_version = f.if_version, .replicas = f.replicas};
+  put_options options{.if_absent = f.if_absent, .if_version = f.if_version, .replicas = f.replicas, .owner = f.owner};
   if (!f.ttl.empty()) {
     auto ttl = parse_duration(f.ttl);
     if (!ttl || ttl->count() <= 0) {
@@ -239,6 +240,7 @@ void add_kv_commands(CLI::App& app, int& exit_code) {
       ->excludes(absent);
   put->add_option("--ttl", f->ttl, "Expire the value this long after it is stored (30s, 500ms, 2h)");
   put->add_option("--replicas", f->replicas, "Keep N copies on distinct owners")->check(CLI::Range(1, 255));
+  put->add_option("--owner", f->owner, "Put the value on the owner of this name when it can take it");
   put->callback([f, &exit_code] { exit_code = run_put(*f); });
 
   auto* get = add_kv_subcommand(*kv, "get", "Write the value of KEY to stdout", *f);

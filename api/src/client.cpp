@@ -197,7 +197,7 @@ void client::put_async(std::string_view key, std::span<const std::byte> bytes,
                        std::function<void(result<std::uint64_t>)> done, call_options options) {
   if (auto ok = check_key(key); !ok) return done(ok.error());
   // One copy: the caller's buffer may be gone before the bytes are sent.
-  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}, {}, 0, 1}, shared_bytes::copy_of(bytes),
+  call<std::uint64_t>(*impl_, wire::kv_put{std::string{key}, {}, 0, 1, ""}, shared_bytes::copy_of(bytes),
                       options, to_version, std::move(done));
 }
 
@@ -256,7 +256,7 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
   // The caller waits anyway: the request is sent from its own thread, and
   // the bytes go straight from its buffer into the ring (one copy).
   shared_bytes payload{nullptr, bytes};
-  wire::kv_put request{std::string{key}, *condition, ttl_of(o), o.replicas};
+  wire::kv_put request{std::string{key}, *condition, ttl_of(o), o.replicas, o.owner};
   if (auto r = direct_call(*impl_, request, payload, effective(*impl_, options))) return to_version(*r);
   auto [done, future] = promise_callback<std::uint64_t>();
   call<std::uint64_t>(*impl_, std::move(request), shared_bytes::copy_of(bytes), options, to_version,
@@ -404,6 +404,7 @@ struct writable_value::impl {
   wire::put_condition condition;  // checked at commit
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
+  std::string prefer_owner;
   std::span<std::byte> bytes;
   std::shared_ptr<void> keep;                // the mapping, or the local buffer
   std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
@@ -444,7 +445,7 @@ result<std::uint64_t> writable_value::commit(call_options options) {
   } else {
     // A local buffer: it goes as the put's payload, without a copy.
     shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas}, std::move(payload), options, to_version,
+    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
                         std::move(done));
   }
   return wait_for(std::move(future), effective(c, options));
@@ -453,7 +454,8 @@ result<std::uint64_t> writable_value::commit(call_options options) {
 namespace {
 
 result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
-                                    wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas) {
+                                    wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
+                                    std::string prefer_owner) {
   auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
   auto state = std::make_unique<writable_value::impl>();
   state->owner = &c;
@@ -461,6 +463,7 @@ result<writable_value> local_buffer(client::impl& c, std::string_view key, std::
   state->condition = condition;
   state->ttl_ms = ttl_ms;
   state->replicas = replicas;
+  state->prefer_owner = std::move(prefer_owner);
   state->bytes = buffer->span();
   state->keep = std::move(buffer);
   return writable_value{std::move(state)};
@@ -496,10 +499,10 @@ result<writable_value> client::reserve(std::string_view key, std::uint64_t size,
   if (!condition) return std::move(condition).error();
   call_options options{o.timeout};
   auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas);
+  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner);
   auto [done, future] = promise_callback<wire::kv_reserve_reply>();
   auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas}, {}, options, convert,
+  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {}, options, convert,
                                std::move(done));
   auto reserved = wait_for(std::move(future), effective(*impl_, options));
   if (!reserved) return std::move(reserved).error();

@@ -135,6 +135,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setIfVersion(x.condition.if_version);
             p.setTtlMs(x.ttl_ms);
             p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
+            p.setPreferOwner(x.prefer_owner);
           },
           [&](const place_reply& x) {
             auto p = b.initPlaceReply();
@@ -181,6 +182,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             p.setIfVersion(x.condition.if_version);
             p.setTtlMs(x.ttl_ms);
             p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
+            p.setPreferOwner(x.prefer_owner);
           },
           [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
           [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
@@ -205,6 +207,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setIfVersion(x.condition.if_version);
             r.setTtlMs(x.ttl_ms);
             r.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
+            r.setPreferOwner(x.prefer_owner);
           },
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
@@ -328,7 +331,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       auto p = b.getPlace();
       return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
                         put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                        std::max<std::uint32_t>(p.getReplicas(), 1)}};
+                        std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
     }
     case W::PLACE_REPLY: {
       auto p = b.getPlaceReply();
@@ -372,7 +375,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::KV_PUT: {
       auto p = b.getKvPut();
       return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                         std::max<std::uint32_t>(p.getReplicas(), 1)}};
+                         std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
     }
     case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
     case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
@@ -392,7 +395,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       auto r = b.getKvReserve();
       return body{kv_reserve{from_data(r.getKey()), r.getSize(),
                              put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs(),
-                             std::max<std::uint32_t>(r.getReplicas(), 1)}};
+                             std::max<std::uint32_t>(r.getReplicas(), 1), from_text(r.getPreferOwner())}};
     }
     case W::KV_RESERVE_REPLY: {
       auto r = b.getKvReserveReply();

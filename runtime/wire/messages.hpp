@@ -108,6 +108,7 @@ struct place {
   put_condition condition;
   std::uint64_t ttl_ms = 0;  ///< the version expires this long after its commit; 0: never
   std::uint32_t replicas = 1;  ///< copies on distinct owners
+  std::string prefer_owner;    ///< an owner's name: place there when it can take it
 };
 
 struct place_reply {
@@ -197,6 +198,7 @@ struct kv_put {
   put_condition condition;
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
+  std::string prefer_owner;
 };
 
 struct kv_put_reply {
@@ -244,6 +246,7 @@ struct kv_reserve {
   put_condition condition;  ///< checked when the reservation commits
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
+  std::string prefer_owner;
 };
 
 struct kv_reserve_reply {

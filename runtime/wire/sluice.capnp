@@ -144,6 +144,7 @@ struct KvPut {
   ifVersion @2 :UInt64;
   ttlMs @3 :UInt64;        # the value expires this long after it commits; 0: never
   replicas @4 :UInt8;      # copies on distinct owners; 0 or 1: one
+  preferOwner @5 :Text;    # the name of the owner to place the value on, when it can take it
 }
 
 struct KvReserve {
@@ -153,6 +154,7 @@ struct KvReserve {
   ifVersion @3 :UInt64;
   ttlMs @4 :UInt64;
   replicas @5 :UInt8;
+  preferOwner @6 :Text;
 }
 
 struct RemoveKey {
@@ -228,6 +230,7 @@ struct Place {
   ifVersion @4 :UInt64;
   ttlMs @5 :UInt64;
   replicas @6 :UInt8;
+  preferOwner @7 :Text;
 }
 
 struct PlaceReply {

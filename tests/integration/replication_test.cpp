@@ -60,3 +60,22 @@ TEST_CASE("replication: SIGKILL the owner holding one of two copies and reads ke
   CHECK(c->remove("twice/1").value());
   CHECK(c->get("twice/1").code() == sluice::errc::not_found);
 }
+
+TEST_CASE("placement: a put that names an owner lands on it when it can take the value") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner_a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto a = connect(owner_a.address);
+  await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  std::string b_name = "owner@" + owner_b.address;
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(a->put("there/" + std::to_string(i), "v", sluice::put_options{.owner = b_name}).ok());
+  }
+  // A name nobody has: the policy decides (local-first: A).
+  REQUIRE(a->put("here", "v", sluice::put_options{.owner = "no-such-owner"}).ok());
+  auto s = await_status(*a, [](const sluice::cluster_status& s) { return s.object_count == 6; });
+  for (auto& m : s.members) {
+    CHECK(m.object_count == (m.name == b_name ? 5U : 1U));
+  }
+  CHECK(a->get("there/3").value().str() == "v");
+}

@@ -30,7 +30,7 @@ auto fields(const error_reply& x) { return std::tie(x.code, x.message); }
 auto fields(const ok_reply&) { return std::tie(); }
 auto fields(const ping&) { return std::tie(); }
 auto fields(const leave&) { return std::tie(); }
-auto fields(const kv_reserve& x) { return std::tie(x.key, x.size, x.condition, x.ttl_ms, x.replicas); }
+auto fields(const kv_reserve& x) { return std::tie(x.key, x.size, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
 auto fields(const kv_reserve_reply& x) {
   return std::tie(x.reservation, x.where.segment, x.where.offset, x.where.length);
 }
@@ -45,7 +45,7 @@ auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interva
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
-auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas); }
+auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
 auto fields(const place_reply& x) { return std::tie(x.version, x.target, x.extra); }
 auto fields(const commit& x) { return std::tie(x.key, x.version, x.size); }
 auto fields(const abort_put& x) { return std::tie(x.key, x.version); }
@@ -57,7 +57,7 @@ auto fields(const drop& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch_reply& x) { return std::tie(x.version); }
 auto fields(const store& x) { return std::tie(x.key, x.version, x.ttl_ms, x.replica); }
-auto fields(const kv_put& x) { return std::tie(x.key, x.condition, x.ttl_ms, x.replicas); }
+auto fields(const kv_put& x) { return std::tie(x.key, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
 auto fields(const kv_put_reply& x) { return std::tie(x.version); }
 auto fields(const kv_get& x) { return std::tie(x.key); }
 auto fields(const kv_get_reply& x) { return std::tie(x.version); }
@@ -170,9 +170,9 @@ std::vector<body> sample_bodies() {
       ok_reply{},
       ping{},
       leave{},
-      kv_reserve{"reserved\0key", 1ULL << 33, {}, 0, 1},
-      kv_reserve{"cond", 1, put_condition{true, 0}, 1, 3},
-      kv_reserve{"cond", 1, put_condition{false, max}, max, 255},
+      kv_reserve{"reserved\0key", 1ULL << 33, {}, 0, 1, ""},
+      kv_reserve{"cond", 1, put_condition{true, 0}, 1, 3, "owner-b"},
+      kv_reserve{"cond", 1, put_condition{false, max}, max, 255, ""},
       kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
       kv_commit{77},
       kv_abort{78},
@@ -185,9 +185,9 @@ std::vector<body> sample_bodies() {
       heartbeat{1, 2, max, {1, max, 3}},
       heartbeat_reply{true},
       heartbeat_reply{false},
-      place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1},
-      place{"p", 0, node_id{7}, put_condition{true, 0}, 60000, 2},
-      place{"p", 0, node_id{7}, put_condition{false, 12}, max, 255},
+      place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1, ""},
+      place{"p", 0, node_id{7}, put_condition{true, 0}, 60000, 2, "owner@10.0.0.1:7070"},
+      place{"p", 0, node_id{7}, put_condition{false, 12}, max, 255, ""},
       place_reply{42, replica{node_id{9}, "10.0.0.9:7070"}, {}},
       place_reply{43, replica{node_id{9}, "a"}, {{node_id{1}, "b:1"}, {node_id{max}, ""}}},
       commit{key_not_utf8, max, 0},
@@ -203,9 +203,9 @@ std::vector<body> sample_bodies() {
       fetch_reply{8},
       store{key_not_utf8, 9, 0, false},
       store{"t", 1, max, true},
-      kv_put{"", {}, 0, 1},
-      kv_put{"c", put_condition{true, 0}, 5, 2},
-      kv_put{"c", put_condition{false, 99}, max, 255},
+      kv_put{"", {}, 0, 1, ""},
+      kv_put{"c", put_condition{true, 0}, 5, 2, "o"},
+      kv_put{"c", put_condition{false, 99}, max, 255, ""},
       kv_put_reply{max},
       kv_get{std::string(1000, 'k')},
       kv_get_reply{1},
@@ -354,7 +354,7 @@ TEST_CASE("wire: a 1 MiB payload travels after the envelope byte for byte") {
   for (std::size_t i = 0; i < buffer.size(); ++i)
     buffer.data()[i] = static_cast<std::byte>((i * 131) >> 3);
   auto payload = std::move(buffer).freeze();
-  auto env = sample_envelope(kv_put{key_with_nul, {}, 0, 1});
+  auto env = sample_envelope(kv_put{key_with_nul, {}, 0, 1, ""});
 
   auto frame = encode(env, payload);
   CHECK(frame.payload.data() == payload.data());  // the payload is not copied into the head
@@ -368,7 +368,7 @@ TEST_CASE("wire: a 1 MiB payload travels after the envelope byte for byte") {
 
 TEST_CASE("wire: a frame with a payload larger than the configured limit is rejected") {
   auto frame =
-      frame_bytes(sample_envelope(kv_put{"k", {}, 0, 1}), shared_bytes::copy_of(std::string(100, 'v')));
+      frame_bytes(sample_envelope(kv_put{"k", {}, 0, 1, ""}), shared_bytes::copy_of(std::string(100, 'v')));
   frame_limits limits;
   limits.max_payload_bytes = 99;
   auto decoded = decode_vector(frame, limits);
@@ -553,7 +553,7 @@ TEST_CASE("wire: random and mutated bytes never crash the decoder") {
   const std::vector<bytes> originals = {
       frame_bytes(sample_envelope(large_status(4))),
       frame_bytes(sample_envelope(locate_reply{1, 2, {{node_id{1}, "a"}, {node_id{2}, "b"}}})),
-      frame_bytes(sample_envelope(kv_put{key_with_nul, {}, 0, 1}),
+      frame_bytes(sample_envelope(kv_put{key_with_nul, {}, 0, 1, ""}),
                   shared_bytes::copy_of(std::string(40, 'v'))),
       frame_bytes(sample_envelope(hello{role::owner, 1, "n", "a"})),
   };

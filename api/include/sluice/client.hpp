@@ -82,6 +82,10 @@ struct put_options {
   /// holder of a copy is up, and prefer a copy on the reader's own owner.
   /// Fails with `unavailable` when fewer owners can take the value.
   std::uint32_t replicas = 1;
+  /// The name of the owner to put the value on ([node] name, or
+  /// `owner@ADDRESS`), when it is up and can take it; otherwise the
+  /// cluster's placement policy decides. Empty: the policy decides.
+  std::string owner{};
 };
 
 struct remove_options {
