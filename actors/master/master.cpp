@@ -673,10 +673,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
   st.on_forgotten = std::move(deps.on_forgotten);
-  st.wall_ms = deps.wall_ms ? deps.wall_ms : [] {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch()).count();
-  };
+  st.wall_ms = std::move(deps.wall_ms);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);
@@ -727,16 +724,14 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
 }  // namespace
 
 result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps, master_recovery* recovered) {
+  if (!deps.wall_ms) return fail(errc::invalid_argument, "the master needs a wall clock (master_deps::wall_ms)");
   auto boot = std::make_shared<boot_state>();
-  auto started = std::chrono::steady_clock::now();
   persistence journal{deps.store};
   auto stats = journal.load(boot->dir, boot->members, &boot->pins);
   if (!stats) return stats.error();
   if (recovered != nullptr) {
     recovered->objects = stats->objects;
     recovered->members = stats->members;
-    recovered->took =
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
   }
   return sys.spawn(master_behavior, std::move(deps), std::move(boot));
 }

@@ -31,7 +31,8 @@ struct master_deps {
   durable_store* store = nullptr;
   std::uint64_t seed = 1;
   /// Wall time in milliseconds since the Unix epoch, which TTLs are kept
-  /// in; empty: the system clock (the simulator gives its virtual one).
+  /// in: the system clock in a node, virtual time in the simulator.
+  /// Required: role code reads no clock of its own.
   std::function<std::int64_t()> wall_ms = {};
   /// Told of every key the master takes out on its own — evicted, expired,
   /// lost by its last holder — (the simulator's checker listens); may be
@@ -43,9 +44,6 @@ struct master_deps {
 struct master_recovery {
   std::uint64_t objects = 0;
   std::uint64_t members = 0;
-  /// Wall time spent reading the store (not actor time: it happens
-  /// before the actor runs).
-  std::chrono::microseconds took{0};
 };
 
 /// Reads the master's durable state (when deps.store is set) and spawns

@@ -147,12 +147,18 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   deps.net = h.net_.get();
   deps.seed = cfg.node.seed != 0 ? cfg.node.seed : entropy_seed();
   deps.store = h.store_.get();
+  deps.wall_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
   master_recovery recovered;
+  auto started = std::chrono::steady_clock::now();
   auto actor = spawn_master(*h.system_, std::move(deps), &recovered);
   if (!actor) return actor.error();
   if (h.store_) {
+    auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
     get_logger("master")->info("recovered {} objects and {} owners from {} in {}", recovered.objects,
-                               recovered.members, cfg.master.data_dir, format_duration(recovered.took));
+                               recovered.members, cfg.master.data_dir, format_duration(took));
   }
   h.actor_ = caf::actor_cast<caf::actor>(*actor);
   h.sink_->bind(h.actor_);
