@@ -6,6 +6,24 @@
 
 namespace sluice {
 
+long references_in(const versions_by_key& values, const std::string& key, std::uint64_t version) {
+  auto it = values.find(key);
+  if (it == values.end()) return 0;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) return 0;
+  // An empty value has no buffer to share: nothing to free either way.
+  return v->second.owner() ? v->second.owner().use_count() : 1;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> inventory_of(const versions_by_key& values) {
+  std::vector<std::pair<std::string, std::uint64_t>> out;
+  for (auto& [key, versions] : values) {
+    for (auto& [version, bytes] : versions) out.emplace_back(key, version);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 result<void> memory_store::put(const std::string& key, std::uint64_t version, shared_bytes value) {
   auto size = value.size();
   if (size > capacity_ - used_) {
@@ -19,24 +37,6 @@ result<void> memory_store::put(const std::string& key, std::uint64_t version, sh
   used_ += size;
   count_ += 1;
   return {};
-}
-
-std::vector<std::pair<std::string, std::uint64_t>> memory_store::inventory() const {
-  std::vector<std::pair<std::string, std::uint64_t>> out;
-  for (auto& [key, versions] : values_) {
-    for (auto& [version, bytes] : versions) out.emplace_back(key, version);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-long memory_store::references(const std::string& key, std::uint64_t version) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return 0;
-  auto v = it->second.find(version);
-  if (v == it->second.end()) return 0;
-  // An empty value has no buffer to share: nothing to free either way.
-  return v->second.owner() ? v->second.owner().use_count() : 1;
 }
 
 std::optional<shared_bytes> memory_store::get(const std::string& key, std::uint64_t version) const {

@@ -55,6 +55,13 @@ class object_store {
   virtual std::uint64_t object_count() const = 0;
 };
 
+/// The versions a store holds: key → version → bytes (a key holds more
+/// than one version while an overwrite is in flight).
+using versions_by_key = std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>>;
+/// object_store::references and ::inventory over such a map.
+long references_in(const versions_by_key& values, const std::string& key, std::uint64_t version);
+std::vector<std::pair<std::string, std::uint64_t>> inventory_of(const versions_by_key& values);
+
 /// Values in process memory, within a byte budget. The stored bytes are
 /// the ones that arrived (shared, not copied).
 class memory_store final : public object_store {
@@ -67,8 +74,10 @@ class memory_store final : public object_store {
   /// Heap memory, counted against the capacity only once it is put.
   result<shared_bytes> reserve(std::uint64_t size) override;
   std::optional<wire::pool_region> locate(const shared_bytes&) const override { return std::nullopt; }
-  long references(const std::string& key, std::uint64_t version) const override;
-  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
+  long references(const std::string& key, std::uint64_t version) const override {
+    return references_in(values_, key, version);
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return inventory_of(values_); }
   std::uint64_t capacity_bytes() const override { return capacity_; }
   std::uint64_t used_bytes() const override { return used_; }
   std::uint64_t object_count() const override { return count_; }
@@ -77,9 +86,7 @@ class memory_store final : public object_store {
   std::uint64_t capacity_;
   std::uint64_t used_ = 0;
   std::uint64_t count_ = 0;
-  // key → version → bytes; a key holds more than one version while an
-  // overwrite is in flight.
-  std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>> values_;
+  versions_by_key values_;
 };
 
 }  // namespace sluice

@@ -1,7 +1,5 @@
 #include "actors/owner/pool_store.hpp"
 
-#include <algorithm>
-
 #include <cstring>
 
 namespace sluice {
@@ -92,24 +90,6 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
   versions.emplace(version, shared_bytes{std::move(hold), bytes});
   count_ += 1;
   return {};
-}
-
-std::vector<std::pair<std::string, std::uint64_t>> pool_store::inventory() const {
-  std::vector<std::pair<std::string, std::uint64_t>> out;
-  for (auto& [key, versions] : values_) {
-    for (auto& [version, bytes] : versions) out.emplace_back(key, version);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-long pool_store::references(const std::string& key, std::uint64_t version) const {
-  auto it = values_.find(key);
-  if (it == values_.end()) return 0;
-  auto v = it->second.find(version);
-  if (v == it->second.end()) return 0;
-  // An empty value has no buffer to share: nothing to free either way.
-  return v->second.owner() ? v->second.owner().use_count() : 1;
 }
 
 std::optional<shared_bytes> pool_store::get(const std::string& key, std::uint64_t version) const {

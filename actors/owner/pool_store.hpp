@@ -30,8 +30,10 @@ class pool_store final : public object_store {
   std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
   bool drop(const std::string& key, std::uint64_t version) override;
   result<shared_bytes> reserve(std::uint64_t size) override;
-  long references(const std::string& key, std::uint64_t version) const override;
-  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
+  long references(const std::string& key, std::uint64_t version) const override {
+    return references_in(values_, key, version);
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return inventory_of(values_); }
   std::optional<wire::pool_region> locate(const shared_bytes& bytes) const override;
   std::uint64_t capacity_bytes() const override;
   std::uint64_t used_bytes() const override;
@@ -55,7 +57,7 @@ class pool_store final : public object_store {
   explicit pool_store(std::shared_ptr<shared_pool> p);
   std::vector<std::pair<const std::byte*, std::uint64_t>> bases_;  // per segment, fixed
   std::shared_ptr<shared_pool> pool_;
-  std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>> values_;
+  versions_by_key values_;
   std::uint64_t count_ = 0;
 };
 

@@ -59,6 +59,24 @@ std::chrono::milliseconds effective(const client::impl& c, call_options o) {
   return o.timeout.count() > 0 ? o.timeout : c.options.timeout;
 }
 
+/// Starts `start(key, done)` for every key at once, then waits for each;
+/// one result per key, in order.
+template <class T, class Start>
+std::vector<result<T>> run_batch(std::span<const std::string_view> keys, std::chrono::milliseconds timeout,
+                                 Start start) {
+  std::vector<std::future<result<T>>> pending;
+  pending.reserve(keys.size());
+  for (auto key : keys) {
+    auto [done, future] = promise_callback<T>();
+    start(key, std::move(done));
+    pending.push_back(std::move(future));
+  }
+  std::vector<result<T>> out;
+  out.reserve(keys.size());
+  for (auto& f : pending) out.push_back(wait_for(std::move(f), timeout));
+  return out;
+}
+
 result<wire::put_condition> condition_of(const put_options& o) {
   if (o.if_absent && o.if_version != 0) {
     return fail(errc::invalid_argument, "a put may require the key absent or at a version, not both");
@@ -305,31 +323,15 @@ result<bool> client::exists(std::string_view key, call_options options) {
 }
 
 std::vector<result<bool>> client::remove_batch(std::span<const std::string_view> keys, call_options options) {
-  std::vector<std::future<result<bool>>> pending;
-  pending.reserve(keys.size());
-  for (auto key : keys) {
-    auto [done, future] = promise_callback<bool>();
+  return run_batch<bool>(keys, effective(*impl_, options), [&](std::string_view key, callback<bool> done) {
     remove_async(key, std::move(done), options);
-    pending.push_back(std::move(future));
-  }
-  std::vector<result<bool>> out;
-  out.reserve(keys.size());
-  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
-  return out;
+  });
 }
 
 std::vector<result<bool>> client::exists_batch(std::span<const std::string_view> keys, call_options options) {
-  std::vector<std::future<result<bool>>> pending;
-  pending.reserve(keys.size());
-  for (auto key : keys) {
-    auto [done, future] = promise_callback<bool>();
+  return run_batch<bool>(keys, effective(*impl_, options), [&](std::string_view key, callback<bool> done) {
     exists_async(key, std::move(done), options);
-    pending.push_back(std::move(future));
-  }
-  std::vector<result<bool>> out;
-  out.reserve(keys.size());
-  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
-  return out;
+  });
 }
 
 result<key_page> client::list(std::string_view prefix, const list_options& o) {
@@ -539,13 +541,9 @@ result<std::size_t> client::get_into(std::string_view key, std::span<std::byte> 
 }
 
 std::vector<result<value>> client::get_batch(std::span<const std::string_view> keys, call_options options) {
-  std::vector<std::future<result<value>>> pending;
-  pending.reserve(keys.size());
-  for (auto key : keys) pending.push_back(get_async(key, options));
-  std::vector<result<value>> out;
-  out.reserve(keys.size());
-  for (auto& f : pending) out.push_back(wait_for(std::move(f), effective(*impl_, options)));
-  return out;
+  return run_batch<value>(keys, effective(*impl_, options), [&](std::string_view key, callback<value> done) {
+    get_async(key, std::move(done), options);
+  });
 }
 
 }  // namespace sluice

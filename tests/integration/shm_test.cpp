@@ -63,6 +63,22 @@ sluice::result<std::uint64_t> put_eventually(sluice::client& kv, const std::stri
   return r;
 }
 
+/// Puts `count` values of 1 MiB under `prefix` + 0, 1, ...
+void fill(sluice::client& kv, const std::string& prefix, int count) {
+  for (int i = 0; i < count; ++i) REQUIRE(kv.put(prefix + std::to_string(i), std::string(1 << 20, 'f')).ok());
+}
+
+/// Keeps putting new 1 MiB values (4 per round, a round every 100 ms, at
+/// most 50 rounds) until `key` is evicted; whether it was.
+bool evicted_eventually(sluice::client& kv, const std::string& key) {
+  for (int round = 0; round < 50; ++round) {
+    std::this_thread::sleep_for(100ms);
+    fill(kv, "more/" + std::to_string(round) + "/", 4);
+    if (!kv.exists(key).value()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("shm: several client processes put and get concurrently on one owner, every byte checked") {
@@ -124,23 +140,14 @@ TEST_CASE("shm: a client killed while it pins a key: its pin lapses and the key 
   process child{child_bin, {up.address, "pin", "pinned"}};
   REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});
   // 12 MiB more into 8 MiB: only the pin keeps the oldest key.
-  for (int i = 0; i < 12; ++i) REQUIRE(kv->put("fill/" + std::to_string(i), std::string(1 << 20, 'f')).ok());
+  fill(*kv, "fill/", 12);
   CHECK(kv->exists("pinned").value());
   child.signal(SIGKILL);
   child.wait(5s);
   // The owner stops vouching for the dead client's session with its next
   // heartbeat; from then on the key is evictable like any other.
-  bool evicted = false;
-  for (int round = 0; round < 50 && !evicted; ++round) {
-    std::this_thread::sleep_for(100ms);
-    for (int i = 0; i < 4; ++i) {
-      REQUIRE(kv->put("more/" + std::to_string(round) + "/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
-    }
-    evicted = !kv->exists("pinned").value();
-  }
-  CHECK(evicted);
+  CHECK(evicted_eventually(*kv, "pinned"));
 }
-
 
 TEST_CASE("shm: a client that stops answering loses its session, and its pin lapses though its connection stays open") {
   auto up = start_up("[master]\nheartbeat_interval = \"100ms\"\n[owner]\ncapacity = \"8MiB\"\nclient_timeout = \"600ms\"\n");
@@ -150,19 +157,11 @@ TEST_CASE("shm: a client that stops answering loses its session, and its pin lap
   REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});
   // Alive (it sends keepalives): the pin holds through 12 MiB of puts.
   std::this_thread::sleep_for(1s);
-  for (int i = 0; i < 12; ++i) REQUIRE(kv->put("fill/" + std::to_string(i), std::string(1 << 20, 'f')).ok());
+  fill(*kv, "fill/", 12);
   CHECK(kv->exists("pinned").value());
   // Frozen: no keepalives; its socket stays open.
   child.signal(SIGSTOP);
-  bool evicted = false;
-  for (int round = 0; round < 50 && !evicted; ++round) {
-    std::this_thread::sleep_for(100ms);
-    for (int i = 0; i < 4; ++i) {
-      REQUIRE(kv->put("more/" + std::to_string(round) + "/" + std::to_string(i), std::string(1 << 20, 'm')).ok());
-    }
-    evicted = !kv->exists("pinned").value();
-  }
-  CHECK(evicted);
+  CHECK(evicted_eventually(*kv, "pinned"));
   child.signal(SIGKILL);
   child.wait(5s);
 }

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <functional>
+
 #include <map>
 #include <memory>
 
@@ -24,6 +26,19 @@ run_options quick(std::uint64_t seed, fault_level level) {
   o.duration = 10s;
   o.faults = level;
   return o;
+}
+
+/// Whether one of the seeds 1..`seeds`, run with the options `make` gives
+/// it, fails its checks: a planted bug is caught.
+bool caught_within(std::uint64_t seeds, const std::function<run_options(std::uint64_t)>& make) {
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+    auto report = run_seed(make(seed));
+    if (!report.passed()) {
+      MESSAGE("seed " << seed << " caught it: " << report.violations.front());
+      return true;
+    }
+  }
+  return false;
 }
 
 /// A broken store: it remembers every value it was ever given, across
@@ -123,35 +138,23 @@ TEST_CASE("sim: a correct cluster passes heavy faults") {
 }
 
 TEST_CASE("sim: an owner that serves a stale version after a restart is caught") {
-  int caught = 0;
-  for (std::uint64_t seed = 1; seed <= 20 && caught == 0; ++seed) {
+  CHECK(caught_within(20, [](std::uint64_t seed) {
     auto remembered = std::make_shared<stale_after_restart_store::memory>();
     auto options = quick(seed, fault_level::heavy);
     options.make_store = [remembered](std::uint64_t capacity) {
       return std::make_shared<stale_after_restart_store>(capacity, remembered);
     };
-    auto report = run_seed(options);
-    if (!report.passed()) {
-      ++caught;
-      MESSAGE("seed " << seed << " caught it: " << report.violations.front());
-    }
-  }
-  CHECK(caught > 0);
+    return options;
+  }));
 }
 
 TEST_CASE("sim: a master that forgets its directory when it restarts is caught") {
-  int caught = 0;
-  for (std::uint64_t seed = 1; seed <= 20 && caught == 0; ++seed) {
+  CHECK(caught_within(20, [](std::uint64_t seed) {
     auto options = quick(seed, fault_level::heavy);
     options.duration = 60s;  // long enough for the master to crash
     options.master_forgets = true;
-    auto report = run_seed(options);
-    if (!report.passed()) {
-      ++caught;
-      MESSAGE("seed " << seed << " caught it: " << report.violations.front());
-    }
-  }
-  CHECK(caught > 0);
+    return options;
+  }));
 }
 
 TEST_CASE("sim: 30 heavy seeds pass with owners so small that they evict") {
@@ -167,14 +170,12 @@ TEST_CASE("sim: 30 heavy seeds pass with owners so small that they evict") {
 }
 
 TEST_CASE("sim: evictions the checker is not told of look like lost values and are caught") {
-  int caught = 0;
-  for (std::uint64_t seed = 1; seed <= 10 && caught == 0; ++seed) {
+  CHECK(caught_within(10, [](std::uint64_t seed) {
     auto options = quick(seed, fault_level::none);
     options.owner_capacity = 256 << 10;
     options.hide_evictions = true;
-    if (!run_seed(options).passed()) ++caught;
-  }
-  CHECK(caught > 0);
+    return options;
+  }));
 }
 
 TEST_CASE("sim: an owner that returns torn values is caught") {
