@@ -1,6 +1,8 @@
-// Keys: what a valid key is, checked where requests enter a node.
+// Keys: what a valid key is, checked where requests enter a node, and the
+// slot a key falls in.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -19,5 +21,14 @@ inline result<void> check_key(std::string_view key) {
   }
   return {};
 }
+
+/// How many slots the key space is cut into. An owner may be handed the
+/// writes of whole slots (see docs/concepts.md, "Owner-committed puts").
+/// Masters and owners must agree on it and on slot_of(): do not change.
+inline constexpr std::uint32_t key_slots = 1024;
+using key_slot = std::uint16_t;
+
+/// The slot of `key`: a hash of its bytes (XXH3, seed 0) modulo key_slots.
+key_slot slot_of(std::string_view key) noexcept;
 
 }  // namespace sluice

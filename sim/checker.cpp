@@ -199,8 +199,11 @@ void checker::check_absent(const std::string& key, const history& h, sim_time st
   }
   for (auto& [id, p] : h.puts) {
     if (p.state != outcome::acked || p.end >= start) continue;
+    // A remove explains the absence only if it may have taken effect after
+    // the put: it did not end before the put began (one that failed may
+    // still take effect later).
     bool removed = false;
-    for (auto& rm : h.removes) removed |= rm.start < end;
+    for (auto& rm : h.removes) removed |= rm.start < end && (rm.state != outcome::acked || rm.end > p.start);
     if (removed || any_crash_between(p.start, end)) continue;
     if (auto f = forgotten_.find(key); f != forgotten_.end() && crash_between(f->second, p.start, end)) continue;
     violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} and nothing could "

@@ -191,8 +191,8 @@ void network::deliver(event& ev) {
   auto& link = links_.at(ev.serial);
   int end = link.ends[0].node == ev.node && link.ends[0].id == ev.link ? 0 : 1;
   if (header && n.fast && link.delivered[end]) {
-    if (auto reply = n.fast(inbound)) {
-      schedule_frame(ev.serial, end, std::move(*reply), frame_faults_);
+    if (auto taken = n.fast(ev.link, inbound)) {
+      if (taken->reply) schedule_frame(ev.serial, end, std::move(*taken->reply), frame_faults_);
       return;
     }
   }

@@ -56,9 +56,19 @@ void kv_workload::issue(int client) {
   if (st.incarnation != inc) st = client_state{inc, 0, st.next_seq};  // it restarted: nothing in flight
   if (st.outstanding >= options_.outstanding_max) return;
   auto& random = world_.workload_rng();
-  auto key = fmt::format("k{:02}", random.uniform(static_cast<std::uint64_t>(options_.keys)));
-  auto start = world_.now();
   auto roll = random.uniform(100);
+  // Half the operations touch keys one client writes: it puts and removes
+  // its own, anyone reads them — so owners commit puts themselves and
+  // others read what they committed. The rest share keys among all.
+  std::string key;
+  if (random.uniform(2) == 0) {
+    bool writes = roll < 35 || (roll >= 80 && roll < 90);
+    auto writer = writes ? static_cast<std::uint64_t>(client) : random.uniform(clients_.size());
+    key = fmt::format("c{}/k{}", writer, random.uniform(static_cast<std::uint64_t>(options_.own_keys)));
+  } else {
+    key = fmt::format("k{:02}", random.uniform(static_cast<std::uint64_t>(options_.keys)));
+  }
+  auto start = world_.now();
   st.outstanding += 1;
   ++issued_;
   auto finish = [this, client, inc] {

@@ -15,6 +15,8 @@ namespace sluice::sim {
 
 struct workload_options {
   int keys = 16;
+  /// Keys each client writes alone (and everyone reads).
+  int own_keys = 4;
   /// Mean pause between two operations of one client.
   sim_duration think = 50ms;
   /// Operations one client keeps in flight at most.

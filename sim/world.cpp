@@ -102,6 +102,7 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.master = "sim://master";
   cfg.owner.capacity_bytes = config_.owner_capacity != 0 ? config_.owner_capacity : 256ULL << 20;
   cfg.owner.max_value_bytes = 1ULL << 20;
+  cfg.owner.commit_report_delay = config_.commit_report_delay;
   (void)kind;
   return cfg;
 }
@@ -160,8 +161,14 @@ void world::start(int index) {
       auto store = config_.make_store ? config_.make_store(cfg.owner.capacity_bytes)
                                       : std::make_shared<memory_store>(cfg.owner.capacity_bytes);
       auto fast = std::make_shared<fast_index>();
-      network_->set_fast_path(index, [this, fast, self](const wire::inbound_frame& frame) {
-        return serve_fast(*fast, self, frame, now_);
+      network_->set_fast_path(index, [this, fast, store, self, index](
+                                         transport::link_id link,
+                                         const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
+        auto answer = serve_fast(*fast, store.get(), self, link, frame, now_);
+        if (!answer) return std::nullopt;
+        auto& owner = *nodes_.at(static_cast<std::size_t>(index));
+        if (answer->commits_waiting && owner.actor) caf::anon_send(owner.actor, commits_atom::value);
+        return transport::fast_taken{std::move(answer->reply)};
       });
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store,

@@ -45,6 +45,9 @@ struct world_config {
   bool master_forgets = false;
   /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
   std::uint64_t owner_capacity = 0;
+  /// How long owners gather their own commits before reporting them: long
+  /// delays make every reader that does not wait for them see stale data.
+  std::chrono::microseconds commit_report_delay{200};
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;

@@ -99,12 +99,19 @@ class transport {
   virtual void shutdown() = 0;
 };
 
+/// What a fast path made of a frame it took: the reply to send, or none
+/// (a repeat of a request already seen, dropped like the endpoint drops
+/// repeats).
+struct fast_taken {
+  std::optional<wire::outbound_frame> reply;
+};
+
 /// Answers a request without the node's actors when it can (an owner's
-/// fast path, see actors/owner/fast_path.hpp): returns the reply frame,
-/// or nothing to deliver the request as usual. Called on a transport's
-/// thread for frames of links that already delivered their first frame
-/// (the hello) the usual way. Must not block.
-using fast_path_fn = std::function<std::optional<wire::outbound_frame>(const wire::inbound_frame&)>;
+/// fast path, see actors/owner/fast_path.hpp): returns what it made of the
+/// frame, or nothing to deliver the frame as usual. Called on a
+/// transport's thread for every frame of a link after the first (the
+/// hello, delivered the usual way). Must not block.
+using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const wire::inbound_frame&)>;
 
 /// Bounds shared by transports.
 struct transport_limits {

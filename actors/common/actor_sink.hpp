@@ -30,6 +30,10 @@ class actor_sink final : public transport::link_sink {
   result<void> on_frame(transport::link_id link, wire::inbound_frame frame) override;
   void on_link_down(transport::link_id link, const error& reason) override;
 
+  /// Sends `msg` to the actor (held until bind, like link events). Any
+  /// thread.
+  void post(caf::message msg) { deliver(std::move(msg)); }
+
  private:
   void deliver(caf::message msg);
 

@@ -35,6 +35,11 @@ using sync_atom = caf::atom_constant<caf::atom("sync")>;
 /// Write the frames the endpoint held while its actor was busy:
 /// (flush_atom).
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
+/// The owner's fast path committed puts the master has not heard of:
+/// (commits_atom).
+using commits_atom = caf::atom_constant<caf::atom("commits")>;
+/// Send the owner's unsent commits now: (report_atom).
+using report_atom = caf::atom_constant<caf::atom("report")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

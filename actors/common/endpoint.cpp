@@ -17,20 +17,6 @@ std::uint64_t remaining_us(clock_time now, clock_time deadline) {
   return us < 1 ? 1 : static_cast<std::uint64_t>(us);
 }
 
-bool replay_window::first_time(std::uint64_t id) {
-  if (id > highest_) {
-    auto shift = id - highest_;
-    seen_ = shift >= size ? std::bitset<size>{} : seen_ << shift;
-    seen_.set(0);
-    highest_ = id;
-    return true;
-  }
-  auto age = highest_ - id;
-  if (age >= size || seen_.test(age)) return false;
-  seen_.set(age);
-  return true;
-}
-
 clock_duration timer_delay(fault_sites* faults, clock_duration delay) {
   if (SLUICE_BUGGIFY(faults)) return delay * 3 + std::chrono::milliseconds{250};
   return delay;
@@ -156,6 +142,7 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
   env.request_id = id;
   env.source = me_.id;
   env.deadline_us = remaining_us(now_, deadline);
+  if (stamp_) env.after = stamp_();
   env.body = std::move(body);
   pending_.emplace(id, pending_request{link, deadline, std::move(on_reply)});
   deadlines_.emplace(deadline, id);
@@ -169,6 +156,7 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
 void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload) {
   wire::envelope env;
   env.source = me_.id;
+  if (stamp_) env.after = stamp_();
   env.body = std::move(body);
   send_envelope(link, std::move(env), std::move(payload));
 }

@@ -21,6 +21,7 @@
 #include <string>
 #include <utility>
 
+#include "actors/common/replay_window.hpp"
 #include "runtime/buggify.hpp"
 #include "runtime/log.hpp"
 #include "runtime/wire/messages.hpp"
@@ -46,21 +47,6 @@ struct peer_info {
   std::string link_address;    ///< the other end of this link, as the transport saw it
   bool greeted = false;        ///< its hello arrived
   clock_time last_heard{};     ///< when the last frame arrived from it
-};
-
-/// Remembers which request ids arrived on a link lately, so a request
-/// delivered twice is served once. Ids from one sender grow; the window
-/// tolerates them arriving somewhat out of order.
-class replay_window {
- public:
-  /// Ids more than this far below the highest seen count as repeats.
-  static constexpr std::uint64_t size = 1024;
-  /// True the first time `id` is seen (and records it).
-  bool first_time(std::uint64_t id);
-
- private:
-  std::uint64_t highest_ = 0;
-  std::bitset<size> seen_;  // bit i: highest_ - i arrived
 };
 
 /// What a handler needs to answer a request.
@@ -117,6 +103,9 @@ class endpoint {
   void reply_error(const request_context& ctx, const error& err);
   /// Writes the frames held while the actor was busy (on flush_atom).
   void flush();
+  /// Every request and notification sent from now on carries `stamp()`
+  /// as its envelope's `after` (an owner names its own commits so far).
+  void set_stamp(std::function<std::uint64_t()> stamp) { stamp_ = std::move(stamp); }
 
   // --- queries --------------------------------------------------------------
 
@@ -165,6 +154,7 @@ class endpoint {
   std::uint64_t next_request_id_ = 1;
   std::set<transport::link_id> held_links_;
   bool flush_queued_ = false;
+  std::function<std::uint64_t()> stamp_;
 };
 
 /// `delay`, or (at a fault site) a good deal more: timers in the real world

@@ -10,6 +10,7 @@ std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, n
   pending_.emplace(version, pending_entry{key, size, holder, expires, condition, ttl_ms});
   usage_[holder].pending_bytes += size;
   pending_per_key_[key] += 1;
+  count_in_slot(key, holder, true);
   return version;
 }
 
@@ -58,19 +59,64 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
     }
     auto& old = obj->second;
     out.stale = stale_version{old.holder, key, old.version};
-    count_copy(old.holder, old.size, false);
+    count_copy(key, old.holder, old.size, false);
     for (auto r : old.replicas) {
       out.stale_replicas.push_back(stale_version{r, key, old.version});
-      count_copy(r, old.size, false);
+      count_copy(key, r, old.size, false);
     }
     set_expiry(key, old.expires_ms, expires_ms);
     old = object_entry{version, size, holder, expires_ms, {}};
   }
-  count_copy(holder, size, true);
+  count_copy(key, holder, size, true);
   return out;
 }
 
-void directory::count_copy(node_id holder, std::uint64_t size, bool added) {
+commit_outcome directory::commit_owned(const std::string& key, std::uint64_t version, std::uint64_t size,
+                                       node_id holder) {
+  commit_outcome out;
+  out.version = version;
+  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, 0, {}});
+  if (!inserted) {
+    auto& old = obj->second;
+    if (old.version == version) return out;  // applied already
+    if (old.version > version) {
+      out.stale = stale_version{holder, key, version};
+      return out;
+    }
+    out.stale = stale_version{old.holder, key, old.version};
+    count_copy(key, old.holder, old.size, false);
+    for (auto r : old.replicas) {
+      out.stale_replicas.push_back(stale_version{r, key, old.version});
+      count_copy(key, r, old.size, false);
+    }
+    set_expiry(key, old.expires_ms, 0);
+    old = object_entry{version, size, holder, 0, {}};
+  }
+  count_copy(key, holder, size, true);
+  next_version_ = std::max(next_version_, version + 1);
+  return out;
+}
+
+bool directory::slot_only(key_slot slot, node_id holder) const {
+  for (auto& [who, n] : slot_use_.at(slot)) {
+    if (who != holder && n > 0) return false;
+  }
+  return true;
+}
+
+void directory::count_in_slot(const std::string& key, node_id holder, bool added) {
+  auto& use = slot_use_[slot_of(key)];
+  if (added) {
+    use[holder] += 1;
+    return;
+  }
+  auto it = use.find(holder);
+  SLUICE_ASSERT(it != use.end() && it->second > 0);
+  if (--it->second == 0) use.erase(it);
+}
+
+void directory::count_copy(const std::string& key, node_id holder, std::uint64_t size, bool added) {
+  count_in_slot(key, holder, added);
   auto& u = usage_[holder];
   if (added) {
     u.objects += 1;
@@ -101,7 +147,7 @@ bool directory::add_replica(const std::string& key, std::uint64_t version, node_
   auto it = objects_.find(key);
   if (it == objects_.end() || it->second.version != version || it->second.held_by(holder)) return false;
   it->second.replicas.push_back(holder);
-  count_copy(holder, it->second.size, true);
+  count_copy(key, holder, it->second.size, true);
   return true;
 }
 
@@ -121,7 +167,7 @@ evicted_copy directory::evict(const std::string& key, std::uint64_t version, nod
   } else {
     std::erase(e.replicas, holder);
   }
-  count_copy(holder, e.size, false);
+  count_copy(key, holder, e.size, false);
   return evicted_copy::replica;
 }
 
@@ -129,6 +175,7 @@ void directory::forget_pending(std::map<std::uint64_t, pending_entry>::iterator 
   auto& u = usage_[it->second.holder];
   SLUICE_ASSERT(u.pending_bytes >= it->second.size);
   u.pending_bytes -= it->second.size;
+  count_in_slot(it->second.key, it->second.holder, false);
   auto count = pending_per_key_.find(it->second.key);
   SLUICE_ASSERT(count != pending_per_key_.end());
   if (--count->second == 0) {
@@ -233,14 +280,14 @@ std::optional<object_entry> directory::remove(const std::string& key) {
     auto& at = removed_at_[key];
     at = std::max(at, entry.version);
   }
-  count_copy(entry.holder, entry.size, false);
-  for (auto r : entry.replicas) count_copy(r, entry.size, false);
+  count_copy(key, entry.holder, entry.size, false);
+  for (auto r : entry.replicas) count_copy(key, r, entry.size, false);
   return entry;
 }
 
 void directory::restore(std::string key, object_entry entry) {
-  count_copy(entry.holder, entry.size, true);
-  for (auto r : entry.replicas) count_copy(r, entry.size, true);
+  count_copy(key, entry.holder, entry.size, true);
+  for (auto r : entry.replicas) count_copy(key, r, entry.size, true);
   next_version_ = std::max(next_version_, entry.version + 1);
   set_expiry(key, 0, entry.expires_ms);
   auto [it, inserted] = objects_.insert_or_assign(std::move(key), entry);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "actors/common/endpoint.hpp"
+#include "runtime/keys.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/wire/messages.hpp"
 #include "sluice/result.hpp"
@@ -99,6 +100,18 @@ class directory {
   /// so that it no longer holds: a conditional put becomes current or
   /// fails, it is never committed only to be obsolete.
   result<commit_outcome> commit(const std::string& key, std::uint64_t version, node_id holder);
+
+  /// Applies a put `holder` committed on its own (in a slot it was handed,
+  /// see docs/concepts.md): `version` becomes the key's current version
+  /// unless a newer one is. `stale` names what that made obsolete — the
+  /// previous version, or this one when a newer one was there first.
+  /// Applying the current version again changes nothing.
+  commit_outcome commit_owned(const std::string& key, std::uint64_t version, std::uint64_t size, node_id holder);
+
+  /// Whether every copy and every pending put of the keys in `slot` is
+  /// `holder`'s (or there are none): only then may `holder` be handed the
+  /// slot's writes.
+  bool slot_only(key_slot slot, node_id holder) const;
 
   /// Registers `holder` as one more holder of `version` of `key`: true
   /// when that is the key's committed version (and `holder` did not hold
@@ -188,7 +201,10 @@ class directory {
   std::int64_t now_ms_ = 0;
   bool live(const object_entry& e) const noexcept { return e.expires_ms == 0 || e.expires_ms > now_ms_; }
   void set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms);
-  void count_copy(node_id holder, std::uint64_t size, bool added);
+  void count_copy(const std::string& key, node_id holder, std::uint64_t size, bool added);
+  /// Per slot, how many copies and pending puts of its keys each owner has.
+  void count_in_slot(const std::string& key, node_id holder, bool added);
+  std::vector<std::map<node_id, std::uint32_t>> slot_use_ = std::vector<std::map<node_id, std::uint32_t>>(key_slots);
   std::uint64_t next_version_ = 1;
 };
 

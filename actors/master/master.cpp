@@ -1,4 +1,5 @@
 #include "actors/master/master.hpp"
+#include "actors/master/master_state.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -15,60 +16,7 @@
 #include "runtime/units.hpp"
 
 namespace sluice {
-namespace {
-
-using master::directory;
-using master::membership;
-using master::persistence;
-
-/// Pending puts get this long beyond their own deadline to commit.
-constexpr std::chrono::seconds pending_grace{2};
-/// How long an owner has to answer an invalidation before it is declared
-/// down (and then its lease is waited out).
-constexpr std::chrono::seconds invalidate_timeout{2};
-/// How long the master waits before it tries again a sync its store
-/// refused for now.
-constexpr std::chrono::milliseconds sync_retry{20};
-/// Keys one listing returns when the request names no limit, and at most.
-constexpr std::uint32_t list_limit_default = 1000;
-constexpr std::uint32_t list_limit_max = 10000;
-/// Expired keys taken out per tick, at most.
-constexpr std::size_t expire_batch = 10000;
-
-/// What the master starts from: its durable state, read before the actor
-/// runs.
-struct boot_state {
-  directory dir;
-  std::vector<master::member> members;
-  master::pin_table pins;
-};
-
-struct master_state {
-  std::optional<endpoint> ep;
-  master_section cfg;
-  membership members;
-  directory dir;
-  master::pin_table pins;
-  std::optional<persistence> journal;
-  /// Sends that depend on changes not yet durable, in order; they go out
-  /// after the next successful sync.
-  std::vector<std::function<void()>> held;
-  bool sync_queued = false;
-  /// The store refused the last sync; said once per streak.
-  bool sync_warned = false;
-  std::optional<rng> random;
-  /// Wall time in ms since the Unix epoch (TTLs are kept in it).
-  std::function<std::int64_t()> wall_ms;
-  std::function<void(const std::string&)> on_forgotten;
-  /// Expired keys being taken out (waiting for their holders).
-  std::set<std::string> expiring;
-  /// Work waiting for an owner's lease to run out, by id.
-  std::map<std::uint64_t, std::function<void()>> waiting;
-  std::uint64_t next_waiting = 1;
-  static inline const char* name = "sluice.master";
-};
-
-using self_ptr = master_actor::stateful_pointer<master_state>;
+namespace master_detail {
 
 std::string describe_owner(const master::member& m) {
   return "owner '" + m.name + "' (" + m.id.to_string() + ")";
@@ -81,7 +29,6 @@ std::string describe_owner(const master::member& m) {
 // it would send waits with them. The sync runs once the mailbox holds
 // nothing older than it, so a burst of requests shares one (group commit).
 
-/// Call after changing durable state.
 void changed(self_ptr self) {
   auto& st = self->state;
   if (!st.journal->dirty() || st.sync_queued) return;
@@ -89,18 +36,6 @@ void changed(self_ptr self) {
   self->send(self, sync_atom::value);
 }
 
-/// A key left the directory: its pins go with it.
-void key_gone(self_ptr self, const std::string& key) {
-  auto& st = self->state;
-  if (st.pins.forget_key(key)) st.journal->pins_changed(key, {});
-}
-
-/// The master took `key` out on its own (not at a client's request).
-void forgotten(self_ptr self, const std::string& key) {
-  if (self->state.on_forgotten) self->state.on_forgotten(key);
-}
-
-/// Runs `send` now, or after the next sync when changes are waiting.
 void when_durable(self_ptr self, std::function<void()> send) {
   auto& st = self->state;
   if (!st.journal->dirty()) return send();
@@ -117,6 +52,44 @@ void answer_error(self_ptr self, const request_context& ctx, error err) {
   when_durable(self, [self, ctx, err = std::move(err)] { self->state.ep->reply_error(ctx, err); });
 }
 
+void tell_drop(self_ptr self, const master::stale_version& s) {
+  when_durable(self, [self, s] {
+    auto& st = self->state;
+    auto* m = st.members.find(s.holder);
+    if (m == nullptr || m->state != wire::member_state::up) return;  // it lost its data or will reconcile
+    st.ep->notify(m->link, wire::drop{s.key, s.version});
+  });
+}
+
+}  // namespace master_detail
+
+namespace {
+
+using namespace master_detail;
+using master::directory;
+using master::membership;
+using master::persistence;
+
+/// How long the master waits before it tries again a sync its store
+/// refused for now.
+constexpr std::chrono::milliseconds sync_retry{20};
+/// Keys one listing returns when the request names no limit, and at most.
+constexpr std::uint32_t list_limit_default = 1000;
+constexpr std::uint32_t list_limit_max = 10000;
+/// Expired keys taken out per tick, at most.
+constexpr std::size_t expire_batch = 10000;
+
+/// A key left the directory: its pins go with it.
+void key_gone(self_ptr self, const std::string& key) {
+  auto& st = self->state;
+  if (st.pins.forget_key(key)) st.journal->pins_changed(key, {});
+}
+
+/// The master took `key` out on its own (not at a client's request).
+void forgotten(self_ptr self, const std::string& key) {
+  if (self->state.on_forgotten) self->state.on_forgotten(key);
+}
+
 /// Starts the master's state over from what its store holds, as a
 /// restart would: members come back down until they register again.
 result<master::recovery_stats> load_state(self_ptr self) {
@@ -124,8 +97,10 @@ result<master::recovery_stats> load_state(self_ptr self) {
   st.dir = directory{};
   st.members = membership{};
   st.pins = master::pin_table{};
+  st.slots = master::homes{};
+  st.commits = master::owner_commit_log{};
   std::vector<master::member> members;
-  auto stats = st.journal->load(st.dir, members, &st.pins);
+  auto stats = st.journal->load(st.dir, members, &st.pins, &st.slots, &st.commits);
   if (!stats) return stats;
   for (auto& m : members) st.members.restore(std::move(m), st.ep->now());
   return stats;
@@ -191,35 +166,37 @@ void after_lease(self_ptr self, node_id holder, std::function<void()> then) {
 
 /// Runs `then` once `holder` surely no longer answers gets of `key` from
 /// its fast index: it confirmed an invalidation, or its lease ran out.
-void when_not_served(self_ptr self, const std::string& key, node_id holder, std::function<void()> then) {
+/// When `holder` is the home of the key's slot, a lapsed lease is not
+/// enough (it may hold commits the master has not seen): `then` gets
+/// `unavailable` unless the invalidation was answered.
+void when_not_served(self_ptr self, const std::string& key, node_id holder, continuation then) {
   // Sent in order with what the master holds back until its next sync:
   // an invalidation must not overtake the answer to a commit it follows.
   when_durable(self, [self, key, holder, then = std::move(then)]() mutable {
     auto& st = self->state;
     auto* m = st.members.find(holder);
-    if (m == nullptr) return then();
-    if (m->state != wire::member_state::up) return after_lease(self, holder, std::move(then));
-    auto link = m->link;
+    if (m == nullptr) return then(result<void>{});
+    bool home = st.slots.home_of(slot_of(key)) == holder;
+    // The holder may answer until its lease ran out; a home may also hold
+    // commits the master never saw, so for a home that is not enough.
+    auto lapse = [self, holder, home](error why, continuation then) {
+      if (home) return then(std::move(why));
+      after_lease(self, holder, [then = std::move(then)] { then(result<void>{}); });
+    };
+    if (m->state != wire::member_state::up) {
+      return lapse(error{errc::unavailable, describe_owner(*m) + " is down"}, std::move(then));
+    }
     auto deadline = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
-    st.ep->request(link, wire::invalidate{key}, {}, deadline,
-                   [self, holder, then = std::move(then)](result<wire::message> reply) mutable {
-                     if (reply) return then();
-                     auto& st = self->state;
-                     if (st.members.mark_down(holder, "did not answer an invalidation")) {
-                       st.ep->log()->warn("{} down: did not answer an invalidation ({})",
-                                          describe_owner(*st.members.find(holder)), reply.error().to_string());
-                     }
-                     after_lease(self, holder, std::move(then));
-                   });
-  });
-}
-
-void tell_drop(self_ptr self, const master::stale_version& s) {
-  when_durable(self, [self, s] {
-    auto& st = self->state;
-    auto* m = st.members.find(s.holder);
-    if (m == nullptr || m->state != wire::member_state::up) return;  // it lost its data or will reconcile
-    st.ep->notify(m->link, wire::drop{s.key, s.version});
+    invalidate_at(self, key, holder, false, deadline,
+                  [self, holder, lapse, then = std::move(then)](result<void> ok) mutable {
+                    if (ok) return then(std::move(ok));
+                    auto& st = self->state;
+                    if (st.members.mark_down(holder, "did not answer an invalidation")) {
+                      st.ep->log()->warn("{} down: did not answer an invalidation ({})",
+                                         describe_owner(*st.members.find(holder)), ok.error().to_string());
+                    }
+                    lapse(ok.error(), std::move(then));
+                  });
   });
 }
 
@@ -242,6 +219,7 @@ void drop_holder(self_ptr self, node_id holder, const char* why) {
   if (!keys.empty()) {
     st.ep->log()->info("dropped {} objects of owner {}: {}", keys.size(), holder.to_string(), why);
   }
+  forget_owner_commits(self, holder);
   changed(self);
 }
 
@@ -279,6 +257,8 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.evictions = m.evictions;
     s.stored_bytes = m.used_bytes;
     s.stored_objects = m.reported_objects;
+    s.home_slots = static_cast<std::uint32_t>(st.slots.count_of(id));
+    s.own_commits = st.commits.applied(id);
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -299,6 +279,14 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
   if (known != nullptr && known->incarnation != r.incarnation) {
     // The same owner, started again: what it held is gone.
     drop_holder(self, ctx.source, "it restarted");
+  }
+  // The owner's own commits before commits_from were applied by a master:
+  // if this one does not know of them, it lost its storage, and they are
+  // gone with the rest (the owner's inventory frees them).
+  if (r.commits_from > st.commits.applied(ctx.source) + 1) {
+    st.commits.set_applied(ctx.source, r.commits_from - 1);
+    st.journal->owner_commits_applied(ctx.source, r.commits_from - 1);
+    changed(self);
   }
   std::vector<node_id> replaced;
   for (auto& [id, m] : st.members.all()) {
@@ -326,6 +314,16 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     answer_error(self, ctx, error{errc::invalid_argument, "a put may require the key absent or at a version, not both"});
     return;
   }
+  // The master hands out this version: the key's slot must be no owner's.
+  // Another owner's slot comes back first; the requester's own it gave up
+  // before asking.
+  if (auto home = st.slots.home_of(slot_of(p.key)); home && *home != ctx.source) {
+    return with_slot_settled(self, p.key, ctx.source, true, ctx.deadline, [self, ctx, p](result<void> ok) {
+      if (!ok) return answer_error(self, ctx, ok.error());
+      on_place(self, ctx, p);
+    });
+  }
+  home_gives_up(self, p.key, ctx.source);
   if (auto holds = st.dir.check(p.key, p.condition); !holds) {
     answer_error(self, ctx, holds.error());
     return;
@@ -423,14 +421,36 @@ void on_commit(self_ptr self, const request_context& ctx, const wire::commit& c,
   // stop before this version becomes current.
   if (may_be_served(entry, ctx.source, cleared) && entry->version < c.version) {
     served_by now{entry->holder, entry->version};
-    when_not_served(self, c.key, entry->holder, [self, ctx, c, now] { on_commit(self, ctx, c, now); });
+    when_not_served(self, c.key, entry->holder, [self, ctx, c, now](result<void> ok) {
+      if (!ok) return answer_error(self, ctx, ok.error());
+      on_commit(self, ctx, c, now);
+    });
     return;
   }
   apply_commit(self, ctx, c);
 }
 
-void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l) {
+/// Whether `key`'s slot is handed to an owner other than `requester`.
+bool foreign_home(const master_state& st, const std::string& key, node_id requester) {
+  auto home = st.slots.home_of(slot_of(key));
+  return home && *home != requester;
+}
+
+/// Runs `serve` once the master's directory holds every commit another
+/// owner made on its own in `key`'s slot before now (a barrier), and
+/// answers the error when that cannot be had.
+void settled_then(self_ptr self, const request_context& ctx, const std::string& key, std::function<void()> serve) {
+  with_slot_settled(self, key, ctx.source, false, ctx.deadline, [self, ctx, serve = std::move(serve)](result<void> ok) {
+    if (!ok) return answer_error(self, ctx, ok.error());
+    serve();
+  });
+}
+
+void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l, bool settled = false) {
   auto& st = self->state;
+  if (!settled && foreign_home(st, l.key, ctx.source)) {
+    return settled_then(self, ctx, l.key, [self, ctx, l] { on_locate(self, ctx, l, true); });
+  }
   auto* entry = st.dir.find(l.key);
   if (entry == nullptr) {
     answer_error(self, ctx, error{errc::not_found, "key has no committed version"});
@@ -458,6 +478,13 @@ void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l)
 void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r,
                std::optional<served_by> cleared = {}) {
   auto& st = self->state;
+  if (foreign_home(st, r.key, ctx.source)) {
+    // The home may hold newer commits of the key: it gives the slot back first.
+    return with_slot_settled(self, r.key, ctx.source, true, ctx.deadline, [self, ctx, r, cleared](result<void> ok) {
+      if (!ok) return answer_error(self, ctx, ok.error());
+      on_remove(self, ctx, r, cleared);
+    });
+  }
   auto* entry = st.dir.find_any(r.key);
   bool live = st.dir.find(r.key) != nullptr;
   if (r.if_version != 0 && !live) entry = nullptr;
@@ -469,7 +496,10 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
   }
   if (may_be_served(entry, ctx.source, cleared)) {
     served_by now{entry->holder, entry->version};
-    when_not_served(self, r.key, entry->holder, [self, ctx, r, now] { on_remove(self, ctx, r, now); });
+    when_not_served(self, r.key, entry->holder, [self, ctx, r, now](result<void> ok) {
+      if (!ok) return answer_error(self, ctx, ok.error());
+      on_remove(self, ctx, r, now);
+    });
     return;
   }
   live = st.dir.find(r.key) != nullptr;
@@ -509,9 +539,13 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
 void expire_key(self_ptr self, const std::string& key, std::uint64_t version) {
   auto* entry = self->state.dir.find_any(key);
   if (entry == nullptr || entry->version != version) return (void)self->state.expiring.erase(key);
-  when_not_served(self, key, entry->holder, [self, key, version] {
+  // The holder may be the home of the key's slot and hold a newer commit:
+  // the invalidation brings it in (and a later tick tries again when the
+  // holder cannot be reached).
+  when_not_served(self, key, entry->holder, [self, key, version](result<void> ok) {
     auto& st = self->state;
     st.expiring.erase(key);
+    if (!ok) return;
     auto* now = st.dir.find_any(key);
     if (now == nullptr || now->version != version) return;
     auto removed = st.dir.remove(key);
@@ -529,8 +563,11 @@ void pins_changed(self_ptr self, const std::vector<std::string>& keys) {
   if (!keys.empty()) changed(self);
 }
 
-void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p) {
+void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p, bool settled = false) {
   auto& st = self->state;
+  if (!settled && foreign_home(st, p.key, ctx.source)) {
+    return settled_then(self, ctx, p.key, [self, ctx, p] { on_pin(self, ctx, p, true); });
+  }
   auto* entry = st.dir.find(p.key);
   if (entry == nullptr) return answer_error(self, ctx, error{errc::not_found, "key has no committed version"});
   auto until = p.ttl_ms == 0 ? master::pinned_forever
@@ -581,7 +618,66 @@ void on_inventory(self_ptr self, const request_context& ctx, const wire::invento
   answer(self, ctx, std::move(out));
 }
 
+void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_replica& r) {
+  auto& st = self->state;
+  if (foreign_home(st, r.key, ctx.source)) {
+    // A copy elsewhere would stop the home committing the key on its own.
+    return with_slot_settled(self, r.key, ctx.source, true, ctx.deadline, [self, ctx, r](result<void> ok) {
+      if (!ok) return answer_error(self, ctx, ok.error());
+      on_add_replica(self, ctx, r);
+    });
+  }
+  bool added = st.dir.add_replica(r.key, r.version, ctx.source);
+  if (added) {
+    st.journal->object_committed(r.key, *st.dir.find_any(r.key));
+    changed(self);
+  }
+  answer(self, ctx, wire::add_replica_reply{added});
+}
+
+/// Answers with what `read` finds once every other owner's own commits are
+/// in the directory (listing and counting see every key).
+void with_all_commits(self_ptr self, const request_context& ctx, std::function<wire::body()> read) {
+  with_all_settled(self, ctx.source, ctx.deadline, [self, ctx, read = std::move(read)](result<void> ok) {
+    if (!ok) return answer_error(self, ctx, ok.error());
+    self->state.dir.advance(self->state.wall_ms());
+    answer(self, ctx, read());
+  });
+}
+
+void dispatch(self_ptr self, transport::link_id link, wire::message msg);
+
+/// Whether the answer to `body` depends on the directory — so it must see
+/// the sender's own commits first. Registration, heartbeats and the
+/// commits themselves do not (they are how the commits get here).
+bool reads_directory(const wire::body& body) {
+  return !(std::holds_alternative<wire::register_owner>(body) || std::holds_alternative<wire::heartbeat>(body) ||
+           std::holds_alternative<wire::owner_commits>(body) || std::holds_alternative<wire::leave>(body) ||
+           std::holds_alternative<wire::cluster_status>(body));
+}
+
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
+  auto& st = self->state;
+  // An owner's request that follows commits it made itself waits until
+  // they are applied, so it sees them (they may arrive late or be sent
+  // again).
+  if (msg.env.after > st.commits.applied(msg.env.source) && reads_directory(msg.env.body)) {
+    auto* peer = st.ep->peer(link);
+    if (peer != nullptr && peer->peer_role == role::owner) {
+      auto ctx = st.ep->context_of(link, msg);
+      auto held = std::make_shared<wire::message>(std::move(msg));
+      st.commits.wait(ctx.source, held->env.after, ctx.deadline, [self, link, ctx, held](result<void> ok) {
+        if (self->state.ep->peer(link) == nullptr) return;  // the link went away meanwhile
+        if (!ok) return answer_error(self, ctx, ok.error());
+        dispatch(self, link, std::move(*held));
+      });
+      return;
+    }
+  }
+  dispatch(self, link, std::move(msg));
+}
+
+void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
   st.dir.advance(st.wall_ms());
   auto ctx = st.ep->context_of(link, msg);
@@ -610,14 +706,9 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::remove_key& r) { on_remove(self, ctx, r); },
           [&](const wire::evict& e) { on_evict(self, ctx, e); },
           [&](const wire::inventory& inv) { on_inventory(self, ctx, inv); },
-          [&](const wire::add_replica& r) {
-            bool added = st.dir.add_replica(r.key, r.version, ctx.source);
-            if (added) {
-              st.journal->object_committed(r.key, *st.dir.find_any(r.key));
-              changed(self);
-            }
-            answer(self, ctx, wire::add_replica_reply{added});
-          },
+          [&](const wire::add_replica& r) { on_add_replica(self, ctx, r); },
+          [&](const wire::claim& c) { on_claim(self, ctx, c); },
+          [&](const wire::owner_commits& c) { on_owner_commits(self, ctx, c); },
           [&](const wire::pin& p) { on_pin(self, ctx, p); },
           [&](const wire::unpin& u) {
             bool was = st.pins.unpin(u.key, u.session, st.wall_ms());
@@ -627,11 +718,17 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           },
           [&](const wire::cluster_status&) { answer(self, ctx, status_of(st)); },
           [&](const wire::list_keys& l) {
-            auto limit = l.limit == 0 ? list_limit_default : std::min(l.limit, list_limit_max);
-            auto listed = st.dir.list(l.prefix, l.start_after, limit);
-            answer(self, ctx, wire::list_keys_reply{std::move(listed.keys), listed.more});
+            with_all_commits(self, ctx, [self, l]() -> wire::body {
+              auto limit = l.limit == 0 ? list_limit_default : std::min(l.limit, list_limit_max);
+              auto listed = self->state.dir.list(l.prefix, l.start_after, limit);
+              return wire::list_keys_reply{std::move(listed.keys), listed.more};
+            });
           },
-          [&](const wire::count_keys& c) { answer(self, ctx, wire::count_keys_reply{st.dir.count(c.prefix)}); },
+          [&](const wire::count_keys& c) {
+            with_all_commits(self, ctx, [self, c]() -> wire::body {
+              return wire::count_keys_reply{self->state.dir.count(c.prefix)};
+            });
+          },
           [&](const auto& other) {
             answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +
@@ -651,6 +748,7 @@ void on_tick(self_ptr self) {
                        format_duration(st.cfg.heartbeat_timeout));
   }
   for (auto& s : st.dir.expire(now)) tell_drop(self, s);
+  expire_commit_waits(self);
   st.dir.advance(st.wall_ms());
   // Pins of sessions through owners that are down lapse, and so do pins
   // whose time ran out.
@@ -680,6 +778,8 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.journal.emplace(deps.store);
   st.dir = std::move(boot->dir);
   st.pins = std::move(boot->pins);
+  st.slots = std::move(boot->slots);
+  st.commits = std::move(boot->commits);
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());
@@ -727,7 +827,7 @@ result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps, mast
   if (!deps.wall_ms) return fail(errc::invalid_argument, "the master needs a wall clock (master_deps::wall_ms)");
   auto boot = std::make_shared<boot_state>();
   persistence journal{deps.store};
-  auto stats = journal.load(boot->dir, boot->members, &boot->pins);
+  auto stats = journal.load(boot->dir, boot->members, &boot->pins, &boot->slots, &boot->commits);
   if (!stats) return stats.error();
   if (recovered != nullptr) {
     recovered->objects = stats->objects;

@@ -1,5 +1,6 @@
 #include "actors/master/persistence.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace sluice::master {
@@ -9,6 +10,13 @@ constexpr std::string_view object_prefix = "o/";
 constexpr std::string_view member_prefix = "m/";
 constexpr std::string_view version_key = "v";
 constexpr std::string_view pin_prefix = "p/";
+constexpr std::string_view home_prefix = "h/";
+constexpr std::string_view applied_prefix = "a/";
+
+std::string home_key(key_slot slot) {
+  auto digits = std::to_string(slot);
+  return std::string{home_prefix} + std::string(4 - digits.size(), '0') + digits;
+}
 
 void put_u64(std::string& out, std::uint64_t v) {
   char bytes[8];
@@ -60,7 +68,8 @@ error corrupt(std::string_view key, const char* what) {
 
 }  // namespace
 
-result<recovery_stats> persistence::load(directory& dir, std::vector<member>& members, pin_table* pins) {
+result<recovery_stats> persistence::load(directory& dir, std::vector<member>& members, pin_table* pins,
+                                         homes* slots, owner_commit_log* commits) {
   recovery_stats stats;
   if (store_ == nullptr) return stats;
   std::optional<error> bad;
@@ -120,6 +129,37 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
       return;
     }
     if (pins != nullptr) pins->restore(std::string{key.substr(pin_prefix.size())}, holds);
+  });
+  if (!scanned) return scanned.error();
+  if (bad) return *bad;
+
+  scanned = store_->scan(home_prefix, [&](std::string_view key, std::string_view value) {
+    if (bad) return;
+    reader r{value};
+    auto owner = r.u64();
+    auto digits = key.substr(home_prefix.size());
+    unsigned slot = 0;
+    bool numeric = digits.size() == 4 && std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    for (char c : digits) slot = slot * 10 + static_cast<unsigned>(c - '0');
+    if (!r.ok || !r.rest.empty() || !numeric || slot >= key_slots || owner == 0) {
+      bad = corrupt(key, "not a slot's home");
+      return;
+    }
+    if (slots != nullptr) slots->grant(static_cast<key_slot>(slot), node_id{owner});
+  });
+  if (!scanned) return scanned.error();
+  if (bad) return *bad;
+
+  scanned = store_->scan(applied_prefix, [&](std::string_view key, std::string_view value) {
+    if (bad) return;
+    reader r{value};
+    auto seq = r.u64();
+    auto id = node_id::parse(key.substr(applied_prefix.size()));
+    if (!r.ok || !r.rest.empty() || !id) {
+      bad = corrupt(key, "not an owner's applied commits");
+      return;
+    }
+    if (commits != nullptr) commits->set_applied(*id, seq);
   });
   if (!scanned) return scanned.error();
   if (bad) return *bad;
@@ -195,6 +235,23 @@ void persistence::member_joined(const member& m) {
 void persistence::member_forgotten(node_id id) {
   if (store_ == nullptr) return;
   erase(member_key(id));
+}
+
+void persistence::home_changed(key_slot slot, std::optional<node_id> owner) {
+  if (store_ == nullptr) return;
+  if (!owner) return erase(home_key(slot));
+  std::string value;
+  put_u64(value, owner->value);
+  write(home_key(slot), value);
+}
+
+void persistence::owner_commits_applied(node_id owner, std::uint64_t seq) {
+  if (store_ == nullptr) return;
+  auto key = std::string{applied_prefix} + owner.to_string();
+  if (seq == 0) return erase(key);
+  std::string value;
+  put_u64(value, seq);
+  write(key, value);
 }
 
 void persistence::versions_used(std::uint64_t next_version) {

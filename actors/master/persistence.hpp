@@ -8,6 +8,8 @@
 //   m/<id>    incarnation u64, capacity u64, name length u32, name, address
 //   v         version floor u64: no version below it is handed out again
 //   p/<key>   the key's pins: (owner u64, session u64, until_ms u64) each
+//   h/<slot>  the owner handed the key slot's writes: owner u64 (slot as 4 decimal digits)
+//   a/<id>    the owner's own commits applied through: seq u64
 //
 // Writes are grouped: changes accumulate until sync(), and the master
 // answers nothing that depends on a change before the sync that made it
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "actors/master/directory.hpp"
+#include "actors/master/homes.hpp"
 #include "actors/master/membership.hpp"
 #include "actors/master/pins.hpp"
 #include "runtime/storage/durable_store.hpp"
@@ -47,7 +50,8 @@ class persistence {
 
   /// Fills an empty directory from the store and returns the members it
   /// knew (to be restored down, see membership::restore).
-  result<recovery_stats> load(directory& dir, std::vector<member>& members, pin_table* pins = nullptr);
+  result<recovery_stats> load(directory& dir, std::vector<member>& members, pin_table* pins = nullptr,
+                              homes* slots = nullptr, owner_commit_log* commits = nullptr);
 
   void object_committed(const std::string& key, const object_entry& entry);
   void object_removed(const std::string& key);
@@ -55,6 +59,10 @@ class persistence {
   void pins_changed(const std::string& key, const std::vector<pin_hold>& holds);
   void member_joined(const member& m);
   void member_forgotten(node_id id);
+  /// `slot`'s writes are now `owner`'s (none: the master's again).
+  void home_changed(key_slot slot, std::optional<node_id> owner);
+  /// `owner`'s own commits are applied through `seq` (0: forget it).
+  void owner_commits_applied(node_id owner, std::uint64_t seq);
   /// Call after every version handed out: moves the durable floor ahead
   /// of `next_version` when it came close.
   void versions_used(std::uint64_t next_version);

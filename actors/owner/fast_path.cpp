@@ -4,8 +4,7 @@
 
 namespace sluice {
 
-void fast_index::publish(const std::string& key, std::uint64_t version, shared_bytes bytes,
-                         std::chrono::steady_clock::time_point expires) {
+void fast_index::publish(const std::string& key, std::uint64_t version, shared_bytes bytes, time_point expires) {
   std::lock_guard guard{mutex_};
   auto [it, inserted] = entries_.try_emplace(key, entry{version, bytes, expires, false});
   if (!inserted && it->second.version < version) it->second = entry{version, std::move(bytes), expires, false};
@@ -53,22 +52,183 @@ std::size_t fast_index::size() const {
   return entries_.size();
 }
 
-std::optional<wire::outbound_frame> serve_fast(const fast_index& index, node_id self,
-                                               const wire::inbound_frame& frame,
-                                               std::chrono::steady_clock::time_point now) {
-  if (!index.enabled(now)) return std::nullopt;
+// --- the owner actor's changes ------------------------------------------------
+
+std::uint64_t fast_index::begin_change(const std::string& key) {
+  std::lock_guard guard{mutex_};
+  entries_.erase(key);
+  auto token = next_change_++;
+  changing_[key] = token;
+  return token;
+}
+
+bool fast_index::end_change(const std::string& key, std::uint64_t token, std::optional<entry> outcome) {
+  std::lock_guard guard{mutex_};
+  auto it = changing_.find(key);
+  if (it == changing_.end() || it->second != token) return false;
+  changing_.erase(it);
+  if (outcome) {
+    auto [e, inserted] = entries_.try_emplace(key, *outcome);
+    if (!inserted && e->second.version < outcome->version) e->second = std::move(*outcome);
+  }
+  return true;
+}
+
+// --- slots ---------------------------------------------------------------------
+
+void fast_index::grant(const std::vector<key_slot>& slots, std::uint64_t generation, std::uint64_t block_first,
+                       std::uint64_t block_count) {
+  std::lock_guard guard{mutex_};
+  for (auto s : slots) {
+    if (s < key_slots && given_up_at_[s] < generation) homes_.set(s);
+  }
+  if (block_count != 0 && block_first > block_next_) {
+    block_next_ = block_first;
+    block_end_ = block_first + block_count;
+  }
+}
+
+void fast_index::give_up(key_slot slot, std::uint64_t generation) {
+  std::lock_guard guard{mutex_};
+  if (slot >= key_slots) return;
+  homes_.reset(slot);
+  given_up_at_[slot] = std::max(given_up_at_[slot], generation);
+}
+
+void fast_index::give_up_all() {
+  std::lock_guard guard{mutex_};
+  homes_.reset();
+  // A new registration numbers grants afresh (the master may be another).
+  std::fill(given_up_at_.begin(), given_up_at_.end(), 0);
+  block_next_ = block_end_ = 0;
+}
+
+bool fast_index::homed(key_slot slot) const {
+  std::lock_guard guard{mutex_};
+  return slot < key_slots && homes_.test(slot);
+}
+
+std::size_t fast_index::homed_count() const {
+  std::lock_guard guard{mutex_};
+  return homes_.count();
+}
+
+std::uint64_t fast_index::versions_left() const {
+  std::lock_guard guard{mutex_};
+  return block_end_ - block_next_;
+}
+
+// --- the fast path's own commits -------------------------------------------------
+
+std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& key, const shared_bytes& value,
+                                                           object_store& store, time_point now) {
+  if (value.size() > max_value_bytes_.load(std::memory_order_relaxed) || !enabled(now)) return std::nullopt;
+  std::lock_guard guard{mutex_};
+  if (!homes_.test(slot_of(key)) || changing_.contains(key) || block_next_ >= block_end_) return std::nullopt;
+  // Versions of a key only grow: the block must be ahead of every version
+  // of the key held here (all of them, in a slot handed to this owner).
+  auto held = store.latest(key);
+  if (held >= block_next_) return std::nullopt;
+  auto version = block_next_;
+  if (!store.put(key, version, value)) return std::nullopt;
+  ++block_next_;
+  auto bytes = store.get(key, version);
+  if (!bytes) return std::nullopt;  // cannot happen: just put
+  // The version this one replaces is nobody's current one any more: a
+  // reader still holding its bytes keeps them alive.
+  if (held != 0) store.drop(key, held);
+  entries_[key] = entry{version, *bytes, time_point::max(), false};
+  bool first_unsent = unsent_from_ == reports_.size();
+  reports_.push_back(report{next_seq_++, wire::owner_commit{key, version, value.size()}});
+  return put_outcome{version, first_unsent};
+}
+
+std::vector<fast_index::report> fast_index::take_unsent(std::size_t max) {
+  std::lock_guard guard{mutex_};
+  std::vector<report> out;
+  while (unsent_from_ < reports_.size() && out.size() < max) out.push_back(reports_[unsent_from_++]);
+  if (!out.empty()) sent_through_ = std::max(sent_through_, out.back().seq);
+  return out;
+}
+
+void fast_index::acknowledged(std::uint64_t seq) {
+  std::lock_guard guard{mutex_};
+  while (!reports_.empty() && reports_.front().seq <= seq) {
+    reports_.pop_front();
+    if (unsent_from_ > 0) --unsent_from_;
+  }
+}
+
+void fast_index::resend() {
+  std::lock_guard guard{mutex_};
+  unsent_from_ = 0;
+}
+
+std::uint64_t fast_index::sent_through() const {
+  std::lock_guard guard{mutex_};
+  return sent_through_;
+}
+
+std::uint64_t fast_index::first_unacknowledged() const {
+  std::lock_guard guard{mutex_};
+  return reports_.empty() ? next_seq_ : reports_.front().seq;
+}
+
+bool fast_index::unsent() const {
+  std::lock_guard guard{mutex_};
+  return unsent_from_ < reports_.size();
+}
+
+bool fast_index::first_time(std::uint64_t link, std::uint64_t id) {
+  std::lock_guard guard{mutex_};
+  return seen_[link].first_time(id);
+}
+
+void fast_index::forget_link(std::uint64_t link) {
+  std::lock_guard guard{mutex_};
+  seen_.erase(link);
+}
+
+// --- serving -----------------------------------------------------------------------
+
+namespace {
+
+wire::outbound_frame reply_frame(const wire::envelope& request, node_id self, wire::body body,
+                                 shared_bytes payload = {}) {
+  wire::envelope reply;
+  reply.reply_to = request.request_id;
+  reply.source = self;
+  reply.target = request.source;
+  reply.body = std::move(body);
+  return wire::encode(reply, std::move(payload));
+}
+
+bool plain(const wire::kv_put& p) {
+  return !p.condition.any() && p.ttl_ms == 0 && p.replicas <= 1 && p.prefer_owner.empty();
+}
+
+}  // namespace
+
+std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
+                                      const wire::inbound_frame& frame, fast_index::time_point now) {
   auto msg = wire::decode(wire::inbound_frame{frame.envelope, frame.payload});
   if (!msg || msg->env.request_id == 0) return std::nullopt;
-  auto* get = std::get_if<wire::kv_get>(&msg->env.body);
-  if (get == nullptr) return std::nullopt;
-  auto found = index.find(get->key);
-  if (!found || now >= found->expires) return std::nullopt;
-  wire::envelope reply;
-  reply.reply_to = msg->env.request_id;
-  reply.source = self;
-  reply.target = msg->env.source;
-  reply.body = wire::kv_get_reply{found->version};
-  return wire::encode(reply, std::move(found->bytes));
+  // Every request of the link passes here first: a repeat is dropped
+  // whichever path served the original.
+  if (!index.first_time(link, msg->env.request_id)) return fast_answer{std::nullopt};
+  if (!index.enabled(now)) return std::nullopt;
+  if (auto* get = std::get_if<wire::kv_get>(&msg->env.body)) {
+    auto found = index.find(get->key);
+    if (!found || now >= found->expires) return std::nullopt;
+    return fast_answer{reply_frame(msg->env, self, wire::kv_get_reply{found->version}, std::move(found->bytes))};
+  }
+  if (auto* put = std::get_if<wire::kv_put>(&msg->env.body); put != nullptr && store != nullptr && plain(*put)) {
+    if (!check_key(put->key)) return std::nullopt;
+    auto done = index.try_put(put->key, msg->payload, *store, now);
+    if (!done) return std::nullopt;
+    return fast_answer{reply_frame(msg->env, self, wire::kv_put_reply{done->version}), done->first_unsent};
+  }
+  return std::nullopt;
 }
 
 }  // namespace sluice

@@ -1,8 +1,9 @@
-// The owner's fast path: a get of a key whose newest version this owner
-// holds, answered without the owner actor and without the master — on
-// the shm poller's thread in a real owner, at delivery in the simulator.
+// The owner's fast path: requests of local clients answered without the
+// owner actor and without the master — on the shm poller's thread in a
+// real owner, at delivery in the simulator.
 //
-// It stays correct (linearizable) by a small protocol:
+// Gets: a get of a key whose newest version this owner holds. It stays
+// correct (linearizable) by a small protocol:
 //  - the owner actor publishes a key into the fast index only when its
 //    commit made this owner's version the key's current one, and takes
 //    the key out before it commits or removes the key itself;
@@ -14,42 +15,66 @@
 //    heartbeat was sent), so an owner cut off from the master stops
 //    answering before the master could decide without it.
 //
+// Puts: a plain put (no condition, time to live, extra copies or other
+// owner asked for) of a key in a slot the master handed this owner (see
+// actors/master/homes.hpp). The fast path commits it itself: a version
+// from the owner's block, the bytes into the store, the key into the
+// index; then it answers, and keeps the commit as a numbered report the
+// owner actor sends the master (owner_commits). Every other message the
+// owner sends names the last report sent before it, and the master acts
+// on it only once it applied that far, so nothing the owner asks can
+// overtake its own commits.
+//
 // Plain code with no I/O of its own, so the simulator runs it too.
 #pragma once
 
 #include <atomic>
+#include <bitset>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
+#include "actors/common/replay_window.hpp"
+#include "actors/owner/object_store.hpp"
+#include "runtime/keys.hpp"
 #include "runtime/memory/buffer.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/wire/frame.hpp"
+#include "runtime/wire/messages.hpp"
 
 namespace sluice {
 
 /// What the owner publishes for its fast path. Thread-safe: the owner
-/// actor writes it, the shm poller reads it.
+/// actor writes it, the shm poller reads it (and commits puts into it).
 class fast_index {
  public:
+  using time_point = std::chrono::steady_clock::time_point;
   struct entry {
     std::uint64_t version = 0;
     shared_bytes bytes;
     /// Not served from the index from then on (the value's TTL).
-    std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max();
+    time_point expires = time_point::max();
     /// Read through the index since take_touched() last looked: reads
     /// answered here never reach the owner actor, whose eviction policy
     /// learns of them this way.
     bool touched = false;
   };
 
+  /// A put the fast path committed, until the master acknowledged it.
+  struct report {
+    std::uint64_t seq = 0;
+    wire::owner_commit commit;
+  };
+
   /// Makes `version` of `key` servable, unless a newer one is.
   void publish(const std::string& key, std::uint64_t version, shared_bytes bytes,
-               std::chrono::steady_clock::time_point expires = std::chrono::steady_clock::time_point::max());
+               time_point expires = time_point::max());
   void erase(const std::string& key);
   /// Erases `key` only if `version` is the one published.
   void erase_version(const std::string& key, std::uint64_t version);
@@ -59,10 +84,10 @@ class fast_index {
   /// clock, which is the steady clock in a real node); an empty time
   /// point stops it at once. The check is made at each request against
   /// the caller's clock, not by a timer that could fire late.
-  void set_lease(std::chrono::steady_clock::time_point until) noexcept {
+  void set_lease(time_point until) noexcept {
     lease_until_ns_.store(until.time_since_epoch().count(), std::memory_order_release);
   }
-  bool enabled(std::chrono::steady_clock::time_point now) const noexcept {
+  bool enabled(time_point now) const noexcept {
     return now.time_since_epoch().count() < lease_until_ns_.load(std::memory_order_acquire);
   }
 
@@ -76,6 +101,71 @@ class fast_index {
   bool holds(const std::string& key, std::uint64_t version) const;
   std::size_t size() const;
 
+  // --- the owner actor's changes of a key ------------------------------
+
+  /// The owner actor starts changing `key` (a commit or a remove through
+  /// the master): the key leaves the index and the fast path leaves it
+  /// alone until end_change(). Returns the change's token.
+  std::uint64_t begin_change(const std::string& key);
+  /// The change `token` of `key` is over. When no later change of the key
+  /// began meanwhile, the change's outcome may be published (`publish`,
+  /// when given) and true is returned.
+  bool end_change(const std::string& key, std::uint64_t token, std::optional<entry> publish = std::nullopt);
+
+  // --- slots handed to this owner ----------------------------------------
+
+  /// The master handed these slots (grant number `generation`) and, when
+  /// `block_count` is not 0, a fresh block of versions, which replaces
+  /// the one in use. Slots an invalidation numbered at or above
+  /// `generation` took back stay taken.
+  void grant(const std::vector<key_slot>& slots, std::uint64_t generation, std::uint64_t block_first,
+             std::uint64_t block_count);
+  /// Gives `slot` back (an invalidation numbered `generation`).
+  void give_up(key_slot slot, std::uint64_t generation);
+  /// Gives every slot back and forgets what grants were seen: the owner
+  /// registers with a master again.
+  void give_up_all();
+  bool homed(key_slot slot) const;
+  std::size_t homed_count() const;
+  /// Versions left in the block in use.
+  std::uint64_t versions_left() const;
+  /// Values larger than this are not put by the fast path.
+  void set_max_value_bytes(std::uint64_t bytes) noexcept { max_value_bytes_.store(bytes, std::memory_order_relaxed); }
+
+  // --- reports of the fast path's commits --------------------------------
+
+  /// Commits `value` as a new version of `key` when the fast path may
+  /// (see the header comment); the version, or nothing (the put then goes
+  /// to the owner actor). `first_unsent` says the reports were all sent
+  /// before: the owner actor is to be told to send them.
+  struct put_outcome {
+    std::uint64_t version = 0;
+    bool first_unsent = false;
+  };
+  std::optional<put_outcome> try_put(const std::string& key, const shared_bytes& value, object_store& store,
+                                     time_point now);
+  /// Up to `max` reports not sent yet, oldest first; they count as sent.
+  std::vector<report> take_unsent(std::size_t max);
+  /// The master applied the reports through `seq`: they are dropped.
+  void acknowledged(std::uint64_t seq);
+  /// Every report not acknowledged is to be sent again.
+  void resend();
+  /// The highest sequence number of a report sent (0: none).
+  std::uint64_t sent_through() const;
+  /// The sequence number of the oldest report not acknowledged (or of the
+  /// next one, when all are).
+  std::uint64_t first_unacknowledged() const;
+  bool unsent() const;
+
+  // --- repeats ---------------------------------------------------------------
+
+  /// True the first time request `id` arrives on `link` here; a repeat
+  /// (a frame delivered twice) is dropped, like the endpoint drops
+  /// repeats of what it serves.
+  bool first_time(std::uint64_t link, std::uint64_t id);
+  /// The link went down: its window goes.
+  void forget_link(std::uint64_t link);
+
  private:
   /// Lets find() look a string_view up without building a string.
   struct key_hash {
@@ -83,17 +173,38 @@ class fast_index {
     std::size_t operator()(std::string_view key) const noexcept { return std::hash<std::string_view>{}(key); }
   };
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards everything below but the atomics
   mutable std::unordered_map<std::string, entry, key_hash, std::equal_to<>> entries_;
+  std::unordered_map<std::string, std::uint64_t> changing_;  // key → token of its latest change
+  std::uint64_t next_change_ = 1;
+  std::bitset<key_slots> homes_;
+  std::vector<std::uint64_t> given_up_at_ = std::vector<std::uint64_t>(key_slots);
+  std::uint64_t block_next_ = 0;
+  std::uint64_t block_end_ = 0;
+  std::deque<report> reports_;   // not acknowledged, by seq
+  std::size_t unsent_from_ = 0;  // index into reports_ of the first not sent
+  std::uint64_t next_seq_ = 1;
+  std::uint64_t sent_through_ = 0;
+  std::unordered_map<std::uint64_t, replay_window> seen_;  // by link
   std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
+  std::atomic<std::uint64_t> max_value_bytes_{0};
 };
 
-/// Answers `frame`, a request from a client of this owner (`self`), from
-/// `index` when it can: a kv_get of a published key while the index is
-/// enabled. Returns the reply frame, or nothing: the request then goes to
-/// the owner actor as usual.
-std::optional<wire::outbound_frame> serve_fast(const fast_index& index, node_id self,
-                                               const wire::inbound_frame& frame,
-                                               std::chrono::steady_clock::time_point now);
+/// What the fast path answered.
+struct fast_answer {
+  /// None: the request was a repeat, dropped.
+  std::optional<wire::outbound_frame> reply;
+  /// A put was committed and its report is the first not sent: the owner
+  /// actor must be told (commits_atom).
+  bool commits_waiting = false;
+};
+
+/// Answers `frame`, a request from a client of this owner (`self`) on `link`, from
+/// `index` (and `store`, for puts) when it can: a kv_get of a published
+/// key, or a plain kv_put of a key in a slot handed to this owner, while
+/// the index is enabled; drops repeats of requests it saw. Returns the
+/// answer, or nothing: the request then goes to the owner actor as usual.
+std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
+                                      const wire::inbound_frame& frame, fast_index::time_point now);
 
 }  // namespace sluice

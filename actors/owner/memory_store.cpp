@@ -15,6 +15,12 @@ long references_in(const versions_by_key& values, const std::string& key, std::u
   return v->second.owner() ? v->second.owner().use_count() : 1;
 }
 
+std::uint64_t latest_in(const versions_by_key& values, const std::string& key) {
+  auto it = values.find(key);
+  if (it == values.end() || it->second.empty()) return 0;
+  return it->second.rbegin()->first;
+}
+
 std::vector<std::pair<std::string, std::uint64_t>> inventory_of(const versions_by_key& values) {
   std::vector<std::pair<std::string, std::uint64_t>> out;
   for (auto& [key, versions] : values) {
@@ -25,6 +31,7 @@ std::vector<std::pair<std::string, std::uint64_t>> inventory_of(const versions_b
 }
 
 result<void> memory_store::put(const std::string& key, std::uint64_t version, shared_bytes value) {
+  std::lock_guard guard{mutex_};
   auto size = value.size();
   if (size > capacity_ - used_) {
     return fail(errc::no_capacity, "owner has " + format_size(capacity_ - used_) + " free of " +
@@ -40,6 +47,7 @@ result<void> memory_store::put(const std::string& key, std::uint64_t version, sh
 }
 
 std::optional<shared_bytes> memory_store::get(const std::string& key, std::uint64_t version) const {
+  std::lock_guard guard{mutex_};
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;
   auto v = it->second.find(version);
@@ -48,6 +56,7 @@ std::optional<shared_bytes> memory_store::get(const std::string& key, std::uint6
 }
 
 result<shared_bytes> memory_store::reserve(std::uint64_t size) {
+  std::lock_guard guard{mutex_};
   if (size > capacity_ - used_) {
     return fail(errc::no_capacity, "owner has " + format_size(capacity_ - used_) + " free; the value needs " +
                                        format_size(size));
@@ -56,6 +65,7 @@ result<shared_bytes> memory_store::reserve(std::uint64_t size) {
 }
 
 bool memory_store::drop(const std::string& key, std::uint64_t version) {
+  std::lock_guard guard{mutex_};
   auto it = values_.find(key);
   if (it == values_.end()) return false;
   auto v = it->second.find(version);
@@ -65,6 +75,31 @@ bool memory_store::drop(const std::string& key, std::uint64_t version) {
   it->second.erase(v);
   if (it->second.empty()) values_.erase(it);
   return true;
+}
+
+std::uint64_t memory_store::latest(const std::string& key) const {
+  std::lock_guard guard{mutex_};
+  return latest_in(values_, key);
+}
+
+long memory_store::references(const std::string& key, std::uint64_t version) const {
+  std::lock_guard guard{mutex_};
+  return references_in(values_, key, version);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> memory_store::inventory() const {
+  std::lock_guard guard{mutex_};
+  return inventory_of(values_);
+}
+
+std::uint64_t memory_store::used_bytes() const {
+  std::lock_guard guard{mutex_};
+  return used_;
+}
+
+std::uint64_t memory_store::object_count() const {
+  std::lock_guard guard{mutex_};
+  return count_;
 }
 
 }  // namespace sluice

@@ -1,13 +1,15 @@
 // object_store: where an owner keeps the versions it holds. The owner
-// actor depends on this interface only; today's implementation keeps
-// values in process memory, and the shared-memory pool plugs in here.
+// actor depends on this interface only; memory_store keeps values in
+// process memory, pool_store in the shared-memory pool.
 //
-// Single-threaded: used from the owner actor only.
+// Thread-safe: the owner actor and the owner's fast path (the shm
+// poller's thread) both use it.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,6 +34,9 @@ class object_store {
 
   /// Frees `version` of `key`; false when it was not held.
   virtual bool drop(const std::string& key, std::uint64_t version) = 0;
+
+  /// The newest version of `key` held; 0 when none is.
+  virtual std::uint64_t latest(const std::string& key) const = 0;
 
   /// Room for a value of `size` bytes, which the caller fills in place and
   /// then put()s (without a copy). The room goes back when the returned
@@ -58,9 +63,10 @@ class object_store {
 /// The versions a store holds: key → version → bytes (a key holds more
 /// than one version while an overwrite is in flight).
 using versions_by_key = std::unordered_map<std::string, std::map<std::uint64_t, shared_bytes>>;
-/// object_store::references and ::inventory over such a map.
+/// object_store::references, ::inventory and ::latest over such a map.
 long references_in(const versions_by_key& values, const std::string& key, std::uint64_t version);
 std::vector<std::pair<std::string, std::uint64_t>> inventory_of(const versions_by_key& values);
+std::uint64_t latest_in(const versions_by_key& values, const std::string& key);
 
 /// Values in process memory, within a byte budget. The stored bytes are
 /// the ones that arrived (shared, not copied).
@@ -71,19 +77,19 @@ class memory_store final : public object_store {
   result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
   std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
   bool drop(const std::string& key, std::uint64_t version) override;
+  std::uint64_t latest(const std::string& key) const override;
   /// Heap memory, counted against the capacity only once it is put.
   result<shared_bytes> reserve(std::uint64_t size) override;
   std::optional<wire::pool_region> locate(const shared_bytes&) const override { return std::nullopt; }
-  long references(const std::string& key, std::uint64_t version) const override {
-    return references_in(values_, key, version);
-  }
-  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return inventory_of(values_); }
+  long references(const std::string& key, std::uint64_t version) const override;
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
   std::uint64_t capacity_bytes() const override { return capacity_; }
-  std::uint64_t used_bytes() const override { return used_; }
-  std::uint64_t object_count() const override { return count_; }
+  std::uint64_t used_bytes() const override;
+  std::uint64_t object_count() const override;
 
  private:
-  std::uint64_t capacity_;
+  mutable std::mutex mutex_;  // guards everything below capacity_
+  const std::uint64_t capacity_;
   std::uint64_t used_ = 0;
   std::uint64_t count_ = 0;
   versions_by_key values_;

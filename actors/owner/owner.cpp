@@ -19,6 +19,9 @@ void owner_detail::ask_master(self_ptr self, wire::body body, clock_time deadlin
     on_reply(error{errc::unavailable, "this owner is not connected to the master"});
     return;
   }
+  // The fast path's commits go first: the request names them (after),
+  // and the master would hold it until they came.
+  send_commits(self);
   st.ep->request(*st.master_link, std::move(body), {}, deadline, std::move(on_reply));
 }
 
@@ -86,9 +89,10 @@ void register_with_master(self_ptr self) {
   // holds may be stale from now on, whether or not the answer arrives.
   st.index->clear();
   st.index->set_lease({});
+  st.index->give_up_all();
   st.lease_until = {};
   wire::register_owner r{st.ep->me().name, st.ep->me().listen_address, st.store->capacity_bytes(),
-                        st.incarnation, st.policy != nullptr};
+                        st.incarnation, st.policy != nullptr, st.index->first_unacknowledged()};
   auto sent = st.ep->now();
   auto deadline = sent + control_timeout;
   auto link = *st.master_link;
@@ -114,6 +118,10 @@ void register_with_master(self_ptr self) {
     renew_lease(self, sent);
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
+    // The fast path's commits the last master did not acknowledge go
+    // again, ahead of the inventory (which names them).
+    st.index->resend();
+    send_commits(self);
     send_inventory(self, link);
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
@@ -203,19 +211,19 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
   }
   // Until the master answers, gets of this key go the slow way: the new
   // version may become current at the master at any moment.
-  st.index->erase(key);
-  auto change = st.next_change++;
-  st.latest_change[key] = change;
+  auto change = st.index->begin_change(key);
   // The master counts the TTL from when it commits, later than now: the
   // fast index stops serving the value a little before it expires.
   auto expires = ttl_ms == 0 ? clock_time::max() : st.ep->now() + std::chrono::milliseconds{ttl_ms};
   ask_master(self, wire::commit{key, version, size}, deadline,
              [self, key, version, size, done, change, expires](result<wire::message> reply) {
                auto& st = self->state;
-               auto latest = st.latest_change.find(key);
-               bool still_latest = latest != st.latest_change.end() && latest->second == change;
-               if (still_latest) st.latest_change.erase(latest);
                auto ok = reply_body<wire::commit_reply>(reply);
+               std::optional<fast_index::entry> publish;
+               if (ok && ok->current) {
+                 if (auto bytes = st.store->get(key, version)) publish = fast_index::entry{version, std::move(*bytes), expires};
+               }
+               st.index->end_change(key, change, std::move(publish));
                if (!ok) {
                  // A refused commit will never be visible: free it now. A
                  // commit whose answer was lost may have happened; keep the
@@ -227,11 +235,6 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
                  done(std::move(ok).error());
                  return;
                }
-               if (ok->current && still_latest) {
-                 if (auto bytes = self->state.store->get(key, version)) {
-                   self->state.index->publish(key, version, std::move(*bytes), expires);
-                 }
-               }
                if (ok->current) evictable(self, key, version, size);
                done(version);
              });
@@ -241,7 +244,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
 
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
                wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-               std::string prefer_owner) {
+               std::string prefer_owner, bool waited = false) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -250,16 +253,30 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
   }
+  // A plain put this owner holds lets it ask for the key's slot, so the
+  // next ones need no master (see fast_path.hpp).
+  bool plain = !condition.any() && ttl_ms == 0 && replicas <= 1 && prefer_owner.empty();
+  if (plain && commit_here(self, ctx, key, value)) return;
+  if (plain && !waited && claiming(self, key)) {
+    // The key's slot is being asked for: once the answer is in, this put
+    // may need no master either.
+    return after_claim(self, [self, ctx, key, value, condition, ttl_ms, replicas] {
+      serve_put(self, ctx, key, value, condition, ttl_ms, replicas, {}, true);
+    });
+  }
+  leave_slot(self, key);
   wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas, std::move(prefer_owner)};
-  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms](result<wire::message> reply) {
+  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms, plain](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
     if (!placed) return st.ep->reply_error(ctx, placed.error());
     auto version = placed->version;
+    bool mine = placed->target.owner == st.ep->me().id;
     // Once the holder committed, further copies are made and registered;
     // the put answers when they are done (or failed: it stays committed).
-    auto committed = [self, ctx, key, value, ttl_ms, version, extra = placed->extra](result<std::uint64_t> v) {
+    auto committed = [self, ctx, key, value, ttl_ms, version, extra = placed->extra, plain, mine](result<std::uint64_t> v) {
       if (!v) return self->state.ep->reply_error(ctx, v.error());
+      if (plain && mine) want_slot(self, key);
       if (extra.empty()) return self->state.ep->reply(ctx, wire::kv_put_reply{version});
       copy_to_replicas(self, key, version, value, ttl_ms, extra, ctx.deadline, [self, ctx, key, version, extra](std::size_t made) {
         if (made < extra.size()) {
@@ -318,14 +335,10 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
 
 void serve_remove(self_ptr self, const request_context& ctx, std::string key, std::uint64_t if_version) {
   auto& st = self->state;
-  st.index->erase(key);
-  auto change = st.next_change++;
-  st.latest_change[key] = change;  // no earlier commit may publish now
+  auto change = st.index->begin_change(key);  // no earlier commit may publish now
   ask_master(self, wire::remove_key{key, if_version}, ctx.deadline, [self, ctx, key, change](result<wire::message> reply) {
     auto& st = self->state;
-    if (auto it = st.latest_change.find(key); it != st.latest_change.end() && it->second == change) {
-      st.latest_change.erase(it);
-    }
+    st.index->end_change(key, change);
     auto removed = reply_body<wire::remove_key_reply>(reply);
     if (!removed) return self->state.ep->reply_error(ctx, removed.error());
     self->state.ep->reply(ctx, wire::kv_remove_reply{removed->existed});
@@ -441,8 +454,10 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           },
           [&](wire::invalidate& i) {
             st.index->erase(i.key);
-            st.ep->reply(ctx, wire::ok_reply{});
+            st.index->give_up(slot_of(i.key), i.generation);
+            answer_flushed(self, ctx);
           },
+          [&](wire::barrier&) { answer_flushed(self, ctx); },
           [&](wire::kv_reserve& r) { serve_reserve(self, ctx, r); },
           [&](wire::kv_commit& c) { serve_commit_reservation(self, ctx, c.reservation); },
           [&](wire::kv_abort& a) {
@@ -461,6 +476,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
 void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   auto& st = self->state;
   st.ep->link_down(link, reason);
+  st.index->forget_link(link);
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
@@ -473,6 +489,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
     st.master_link.reset();
     st.registered = false;
     st.index->set_lease({});
+    st.index->give_up_all();
     st.lease_until = {};
     schedule_reconnect(self);
   }
@@ -488,6 +505,10 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);
+  // Everything this owner sends names the last of its own commits sent
+  // before it (see fast_path.hpp).
+  st.ep->set_stamp([index = st.index] { return index->sent_through(); });
+  st.index->set_max_value_bytes(st.cfg.fast_puts ? st.cfg.max_value_bytes : 0);
   connect_master(self);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
@@ -504,6 +525,11 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](flush_atom) { self->state.ep->flush(); },
       [self](tick_atom) { on_tick(self); },
+      [self](commits_atom) { commits_waiting(self); },
+      [self](report_atom) {
+        self->state.report_armed = false;
+        send_commits(self);
+      },
       [self](reconnect_atom) {
         self->state.reconnect_armed = false;
         if (!self->state.master_link) connect_master(self);

@@ -17,7 +17,8 @@
 
 namespace sluice {
 
-using owner_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<reconnect_atom>>;
+using owner_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<reconnect_atom>,
+                                       caf::reacts_to<commits_atom>, caf::reacts_to<report_atom>>;
 
 struct owner_deps {
   /// identity.listen_address is where other owners reach this one.
@@ -31,7 +32,8 @@ struct owner_deps {
   /// Drawn at random per start of the owner (see wire::register_owner).
   std::uint64_t incarnation = 0;
   /// What this owner may answer without its actor (see fast_path.hpp);
-  /// null: no fast path.
+  /// null: no fast path. Whoever runs the fast path sends the actor a
+  /// commits_atom when serve_fast says commits are waiting.
   std::shared_ptr<fast_index> index;
 };
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,6 +26,18 @@ constexpr std::chrono::seconds control_timeout{5};
 constexpr int max_get_attempts = 16;
 /// Reservations one client may hold at once; more answer `overloaded`.
 constexpr std::size_t reservations_per_link_max = 1024;
+/// Commits reported in one message, at most.
+constexpr std::size_t commits_per_message = 4096;
+/// How long the master has to acknowledge a report before it is sent again.
+constexpr std::chrono::milliseconds commits_timeout{500};
+/// Below this many versions left in its block, the owner asks for a new one.
+constexpr std::uint64_t versions_low = 1024;
+/// Puts that wait for a claim's answer, at most; more go through the master.
+constexpr std::size_t claim_waiters_max = 4096;
+/// Slots asked for in one claim, at most.
+constexpr std::size_t claim_slots_max = 256;
+/// A slot the master would not hand over is not asked for again sooner.
+constexpr std::chrono::seconds claim_retry{1};
 
 /// Pool memory a local client writes a new value into, until it commits.
 struct reservation {
@@ -48,11 +61,6 @@ struct owner_state {
   /// The master this owner last registered with.
   node_id master_id;
   std::uint64_t incarnation = 0;
-  /// The latest local change (commit or remove) of each key in flight: a
-  /// commit's answer may publish into the fast index only if no later
-  /// change of that key started since (its answer may never come).
-  std::unordered_map<std::string, std::uint64_t> latest_change;
-  std::uint64_t next_change = 1;
   std::optional<transport::link_id> master_link;
   bool registered = false;
   bool reconnect_armed = false;
@@ -65,6 +73,24 @@ struct owner_state {
   /// Reservations of local clients, by id; dropped with their link.
   std::map<std::uint64_t, reservation> reservations;
   std::uint64_t next_reservation = 1;
+
+  // --- commits of the fast path (owner_commits.cpp) ---
+  /// A report_atom is on its way: the reports go out then.
+  bool report_armed = false;
+  /// The eviction policy was told of the fast path's commits through this.
+  std::uint64_t announced_through = 0;
+  /// Slots to ask the master for; a claim is on its way.
+  std::set<key_slot> claim_wanted;
+  bool claim_in_flight = false;
+  /// Slots of the claim on its way this owner gave up meanwhile (it sent
+  /// a put of one of their keys for the master to place, which may have
+  /// taken the slot back after granting it): a grant of them is ignored.
+  std::set<key_slot> claim_asked;
+  std::set<key_slot> claim_voided;
+  /// Puts waiting for the claim on its way (of their keys' slots).
+  std::vector<std::function<void()>> claim_waiters;
+  /// Slots the master would not hand over, and when to ask again.
+  std::map<key_slot, clock_time> claim_refused;
 
   // --- eviction (owner_evict.cpp) ---
   /// Null when the owner never evicts.
@@ -104,6 +130,31 @@ void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t versi
 /// again when the master answers that the key moved on.
 void store_replica(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
                    clock_time deadline, std::function<void(result<void>)> done, bool made_room = false);
+
+// --- commits of the fast path and slots (owner_commits.cpp) ---
+
+/// Sends the master the fast path's commits not sent yet.
+void send_commits(self_ptr self);
+/// The fast path committed a put whose report is the first unsent one:
+/// sends the reports shortly.
+void commits_waiting(self_ptr self);
+/// A plain put of `key` committed here through the master: this owner
+/// asks for the key's slot, so the next ones need no master.
+void want_slot(self_ptr self, const std::string& key);
+/// Commits a plain put of `key` here, as the fast path does, when the
+/// key's slot is handed to this owner, and answers it; false when not.
+bool commit_here(self_ptr self, const request_context& ctx, const std::string& key, const shared_bytes& value);
+/// Whether a claim of the key's slot is on its way.
+bool claiming(self_ptr self, const std::string& key);
+/// Runs `then` once the claim on its way is answered.
+void after_claim(self_ptr self, std::function<void()> then);
+/// Gives the key's slot up before a put the master places (it hands out
+/// the version: the slot's keys would no longer all take theirs from
+/// this owner's block).
+void leave_slot(self_ptr self, const std::string& key);
+/// The master asks (invalidate, barrier): sends what is unsent and
+/// answers with how far that goes.
+void answer_flushed(self_ptr self, const request_context& ctx);
 
 // --- eviction (owner_evict.cpp) ---
 

@@ -64,6 +64,7 @@ result<std::unique_ptr<pool_store>> pool_store::create(const pool_options& optio
 }
 
 result<void> pool_store::put(const std::string& key, std::uint64_t version, shared_bytes value) {
+  std::lock_guard values_guard{values_mutex_};
   auto& versions = values_[key];
   if (versions.contains(version)) {
     return fail(errc::conflict, "version " + std::to_string(version) + " is already stored");
@@ -93,6 +94,7 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
 }
 
 std::optional<shared_bytes> pool_store::get(const std::string& key, std::uint64_t version) const {
+  std::lock_guard guard{values_mutex_};
   auto it = values_.find(key);
   if (it == values_.end()) return std::nullopt;
   auto v = it->second.find(version);
@@ -101,12 +103,37 @@ std::optional<shared_bytes> pool_store::get(const std::string& key, std::uint64_
 }
 
 bool pool_store::drop(const std::string& key, std::uint64_t version) {
+  shared_bytes gone;  // freed after the lock is let go: freeing takes the pool's
+  std::lock_guard guard{values_mutex_};
   auto it = values_.find(key);
   if (it == values_.end()) return false;
-  if (it->second.erase(version) == 0) return false;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) return false;
+  gone = std::move(v->second);
+  it->second.erase(v);
   if (it->second.empty()) values_.erase(it);
   count_ -= 1;
   return true;
+}
+
+std::uint64_t pool_store::latest(const std::string& key) const {
+  std::lock_guard guard{values_mutex_};
+  return latest_in(values_, key);
+}
+
+long pool_store::references(const std::string& key, std::uint64_t version) const {
+  std::lock_guard guard{values_mutex_};
+  return references_in(values_, key, version);
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> pool_store::inventory() const {
+  std::lock_guard guard{values_mutex_};
+  return inventory_of(values_);
+}
+
+std::uint64_t pool_store::object_count() const {
+  std::lock_guard guard{values_mutex_};
+  return count_;
 }
 
 std::uint64_t pool_store::capacity_bytes() const {

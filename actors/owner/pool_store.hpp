@@ -6,8 +6,9 @@
 // version that is overwritten or dropped stays readable, unchanged, for
 // whoever still has it.
 //
-// Thread safety: put/get/drop from the owner actor only; the bytes it
-// hands out may be released from any thread (the pool is locked then).
+// Thread safety: every call from any thread (the owner actor and the
+// fast path use it); the bytes it hands out may be released from any
+// thread too (the pool is locked then).
 #pragma once
 
 #include <map>
@@ -29,15 +30,14 @@ class pool_store final : public object_store {
   result<void> put(const std::string& key, std::uint64_t version, shared_bytes value) override;
   std::optional<shared_bytes> get(const std::string& key, std::uint64_t version) const override;
   bool drop(const std::string& key, std::uint64_t version) override;
+  std::uint64_t latest(const std::string& key) const override;
   result<shared_bytes> reserve(std::uint64_t size) override;
-  long references(const std::string& key, std::uint64_t version) const override {
-    return references_in(values_, key, version);
-  }
-  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override { return inventory_of(values_); }
+  long references(const std::string& key, std::uint64_t version) const override;
+  std::vector<std::pair<std::string, std::uint64_t>> inventory() const override;
   std::optional<wire::pool_region> locate(const shared_bytes& bytes) const override;
   std::uint64_t capacity_bytes() const override;
   std::uint64_t used_bytes() const override;
-  std::uint64_t object_count() const override { return count_; }
+  std::uint64_t object_count() const override;
 
   /// The pool's segments, for handing to local clients. The store keeps
   /// them mapped (and their descriptors open) while it lives.
@@ -57,6 +57,9 @@ class pool_store final : public object_store {
   explicit pool_store(std::shared_ptr<shared_pool> p);
   std::vector<std::pair<const std::byte*, std::uint64_t>> bases_;  // per segment, fixed
   std::shared_ptr<shared_pool> pool_;
+  // Lock order: values_mutex_ before the pool's mutex (a put allocates
+  // while it holds it); never the other way round.
+  mutable std::mutex values_mutex_;  // guards values_ and count_
   versions_by_key values_;
   std::uint64_t count_ = 0;
 };

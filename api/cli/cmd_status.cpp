@@ -43,6 +43,8 @@ void print_json(const cluster_status& s) {
                        {"evictions", m.evictions},
                        {"stored_bytes", m.stored_bytes},
                        {"stored_objects", m.stored_objects},
+                       {"home_slots", m.home_slots},
+                       {"own_commits", m.own_commits},
                        {"since_heartbeat_us", m.since_heartbeat.count()}});
   }
   nlohmann::json out = {{"master", s.master_id}, {"objects", s.object_count}, {"members", members}};
@@ -52,14 +54,14 @@ void print_json(const cluster_status& s) {
 void print_table(const cluster_status& s) {
   std::cout << "master " << s.master_id << ", " << s.object_count << " objects, "
             << s.members.size() << " owners\n";
-  std::printf("%-28s %-16s %-5s %-22s %8s %11s %11s %9s %s\n", "OWNER", "ID", "STATE", "ADDRESS",
-              "OBJECTS", "USED", "CAPACITY", "EVICTIONS", "HEARTBEAT");
+  std::printf("%-28s %-16s %-5s %-22s %8s %11s %11s %9s %5s %s\n", "OWNER", "ID", "STATE", "ADDRESS",
+              "OBJECTS", "USED", "CAPACITY", "EVICTIONS", "SLOTS", "HEARTBEAT");
   for (auto& m : s.members) {
-    std::printf("%-28s %-16s %-5s %-22s %8llu %11s %11s %9llu %s\n", m.name.c_str(), m.id.c_str(),
+    std::printf("%-28s %-16s %-5s %-22s %8llu %11s %11s %9llu %5u %s\n", m.name.c_str(), m.id.c_str(),
                 m.up ? "up" : "down", m.address.c_str(),
                 static_cast<unsigned long long>(m.object_count), format_size(m.used_bytes).c_str(),
                 format_size(m.capacity_bytes).c_str(), static_cast<unsigned long long>(m.evictions),
-                age(m.since_heartbeat).c_str());
+                m.home_slots, age(m.since_heartbeat).c_str());
   }
   std::fflush(stdout);
 }

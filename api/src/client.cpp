@@ -134,6 +134,8 @@ result<cluster_status> to_status(result<wire::message>& reply) {
     info.evictions = m.evictions;
     info.stored_bytes = m.stored_bytes;
     info.stored_objects = m.stored_objects;
+    info.home_slots = m.home_slots;
+    info.own_commits = m.own_commits;
     info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
     out.members.push_back(std::move(info));
   }

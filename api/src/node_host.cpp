@@ -96,17 +96,23 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   if (!store) return store.error();
   transport::shm_server_options shm;
   for (auto& s : (*store)->segments()) shm.segments.push_back({s.fd, s.size_bytes, s.base});
+  // The fast path shares the store with the owner actor (it is thread-safe).
   // The owner actor's clock is the steady clock: the fast path checks the
   // lease against the same one.
-  shm.fast_path = [index = index_, self = id_](const wire::inbound_frame& frame) {
-    return serve_fast(*index, self, frame, std::chrono::steady_clock::now());
+  std::shared_ptr<object_store> values{std::move(*store)};
+  shm.fast_path = [index = index_, values, sink = sink_.get(), self = id_](
+                      transport::link_id link, const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
+    auto answer = serve_fast(*index, values.get(), self, link, frame, std::chrono::steady_clock::now());
+    if (!answer) return std::nullopt;
+    if (answer->commits_waiting) sink->post(caf::make_message(commits_atom::value));
+    return transport::fast_taken{std::move(answer->reply)};
   };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
     return fail(bound.code(), "cannot open the shm socket " + shm_address_ + ": " + bound.error().message());
   }
-  return std::shared_ptr<object_store>{std::move(*store)};
+  return values;
 }
 
 result<void> node_host::listen(const node_config& cfg, role r, const placement& where) {

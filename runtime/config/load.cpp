@@ -293,6 +293,8 @@ constexpr key_spec owner_keys[] = {
     {"evict_high", store<&node_config::owner, &owner_section::evict_high_percent, read_percent>},
     {"evict_low", store<&node_config::owner, &owner_section::evict_low_percent, read_percent>},
     {"client_timeout", store<&node_config::owner, &owner_section::client_timeout, read_duration>},
+    {"fast_puts", store<&node_config::owner, &owner_section::fast_puts, read_bool>},
+    {"commit_report_delay", store<&node_config::owner, &owner_section::commit_report_delay, read_duration>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",

@@ -101,6 +101,13 @@ struct owner_section {
   /// A client silent this long has lost its session (its pins lapse), even
   /// if its connection looks open.
   microseconds client_timeout{10'000'000};
+  /// Commit plain puts of local clients without asking the master, in key
+  /// slots the master hands this owner (docs/concepts.md).
+  bool fast_puts = true;
+  /// How long the owner gathers the puts it committed itself before it
+  /// reports them to the master (anything it asks the master sends them
+  /// at once).
+  microseconds commit_report_delay{200};
 };
 
 struct client_section {

@@ -85,6 +85,8 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setEvictions(m.evictions);
     out.setStoredBytes(m.stored_bytes);
     out.setStoredObjects(m.stored_objects);
+    out.setHomeSlots(m.home_slots);
+    out.setOwnCommits(m.own_commits);
   }
 }
 
@@ -111,6 +113,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             r.setCapacityBytes(x.capacity_bytes);
             r.setIncarnation(x.incarnation);
             r.setEvicts(x.evicts);
+            r.setCommitsFrom(x.commits_from);
           },
           [&](const register_owner_reply& x) {
             auto r = b.initRegisterOwnerReply();
@@ -219,7 +222,11 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           },
           [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
           [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
-          [&](const invalidate& x) { b.initInvalidate().setKey(as_data(x.key)); },
+          [&](const invalidate& x) {
+            auto i = b.initInvalidate();
+            i.setKey(as_data(x.key));
+            i.setGeneration(x.generation);
+          },
           [&](const commit_reply& x) { b.setCommitReply(x.current); },
           [&](const list_keys& x) {
             auto l = b.initListKeys();
@@ -267,6 +274,36 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto list = b.initInventoryReply(static_cast<unsigned>(x.unknown.size()));
             for (unsigned n = 0; n < x.unknown.size(); ++n) set_key_version(list[n], x.unknown[n].key, x.unknown[n].version);
           },
+          [&](const claim& x) {
+            auto c = b.initClaim();
+            auto list = c.initSlots(static_cast<unsigned>(x.slots.size()));
+            for (unsigned n = 0; n < x.slots.size(); ++n) list.set(n, x.slots[n]);
+            c.setVersions(x.versions);
+          },
+          [&](const claim_reply& x) {
+            auto c = b.initClaimReply();
+            auto list = c.initGranted(static_cast<unsigned>(x.granted.size()));
+            for (unsigned n = 0; n < x.granted.size(); ++n) list.set(n, x.granted[n]);
+            c.setBlockFirst(x.block_first);
+            c.setBlockCount(x.block_count);
+            c.setGeneration(x.generation);
+          },
+          [&](const owner_commits& x) {
+            auto c = b.initOwnerCommits();
+            c.setFirstSeq(x.first_seq);
+            auto entries = c.initEntries(static_cast<unsigned>(x.entries.size()));
+            for (unsigned i = 0; i < x.entries.size(); ++i) {
+              entries[i].setKey(as_data(x.entries[i].key));
+              entries[i].setVersion(x.entries[i].version);
+              entries[i].setSize(x.entries[i].size);
+            }
+          },
+          [&](const owner_commits_reply& x) {
+            auto list = b.initOwnerCommitsReply(static_cast<unsigned>(x.refused.size()));
+            for (unsigned n = 0; n < x.refused.size(); ++n) set_key_version(list[n], x.refused[n].key, x.refused[n].version);
+          },
+          [&](const barrier&) { b.setBarrier(); },
+          [&](const flushed& x) { b.setFlushed(x.seq); },
       },
       msg);
 }
@@ -291,6 +328,8 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.evictions = m.getEvictions();
     x.stored_bytes = m.getStoredBytes();
     x.stored_objects = m.getStoredObjects();
+    x.home_slots = m.getHomeSlots();
+    x.own_commits = m.getOwnCommits();
     out.members.push_back(std::move(x));
   }
   return out;
@@ -313,8 +352,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::OK: return body{ok_reply{}};
     case W::REGISTER_OWNER: {
       auto r = b.getRegisterOwner();
-      return body{register_owner{from_text(r.getName()), from_text(r.getAddress()),
-                                 r.getCapacityBytes(), r.getIncarnation(), r.getEvicts()}};
+      return body{register_owner{from_text(r.getName()), from_text(r.getAddress()), r.getCapacityBytes(),
+                                 r.getIncarnation(), r.getEvicts(), r.getCommitsFrom()}};
     }
     case W::REGISTER_OWNER_REPLY: {
       auto r = b.getRegisterOwnerReply();
@@ -404,7 +443,10 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::KV_COMMIT: return body{kv_commit{b.getKvCommit()}};
     case W::KV_ABORT: return body{kv_abort{b.getKvAbort()}};
-    case W::INVALIDATE: return body{invalidate{from_data(b.getInvalidate().getKey())}};
+    case W::INVALIDATE: {
+      auto i = b.getInvalidate();
+      return body{invalidate{from_data(i.getKey()), i.getGeneration()}};
+    }
     case W::COMMIT_REPLY: return body{commit_reply{b.getCommitReply()}};
     case W::LIST_KEYS: {
       auto l = b.getListKeys();
@@ -450,6 +492,36 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       for (auto e : b.getInventoryReply()) out.unknown.push_back(key_version{from_data(e.getKey()), e.getVersion()});
       return body{std::move(out)};
     }
+    case W::CLAIM: {
+      auto c = b.getClaim();
+      claim out;
+      for (auto slot : c.getSlots()) out.slots.push_back(slot);
+      out.versions = c.getVersions();
+      return body{std::move(out)};
+    }
+    case W::CLAIM_REPLY: {
+      auto c = b.getClaimReply();
+      claim_reply out;
+      for (auto slot : c.getGranted()) out.granted.push_back(slot);
+      out.block_first = c.getBlockFirst();
+      out.block_count = c.getBlockCount();
+      out.generation = c.getGeneration();
+      return body{std::move(out)};
+    }
+    case W::OWNER_COMMITS: {
+      auto c = b.getOwnerCommits();
+      owner_commits out;
+      out.first_seq = c.getFirstSeq();
+      for (auto e : c.getEntries()) out.entries.push_back(owner_commit{from_data(e.getKey()), e.getVersion(), e.getSize()});
+      return body{std::move(out)};
+    }
+    case W::OWNER_COMMITS_REPLY: {
+      owner_commits_reply out;
+      for (auto e : b.getOwnerCommitsReply()) out.refused.push_back(key_version{from_data(e.getKey()), e.getVersion()});
+      return body{std::move(out)};
+    }
+    case W::BARRIER: return body{barrier{}};
+    case W::FLUSHED: return body{flushed{b.getFlushed()}};
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -477,6 +549,7 @@ outbound_frame encode(const envelope& env, shared_bytes payload) {
   root.setTarget(env.target.value);
   root.setDeadlineUs(env.deadline_us);
   root.setHops(env.hops);
+  root.setAfter(env.after);
   write_body(root.initBody(), env.body);
 
   auto segments = builder.getSegmentsForOutput();
@@ -542,6 +615,7 @@ result<message> decode(inbound_frame frame) {
     out.env.target = node_id{root.getTarget()};
     out.env.deadline_us = root.getDeadlineUs();
     out.env.hops = root.getHops();
+    out.env.after = root.getAfter();
     out.env.body = std::move(*parsed_body);
     out.payload = std::move(frame.payload);
     return out;
@@ -594,7 +668,8 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
+      "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -55,6 +55,9 @@ struct register_owner {
   std::uint64_t incarnation = 0;
   /// The owner evicts values to make room when its pool is full.
   bool evicts = false;
+  /// The first of the owner's own commits (owner_commits) no master
+  /// acknowledged: those before it a master applied.
+  std::uint64_t commits_from = 1;
 };
 
 struct register_owner_reply {
@@ -85,6 +88,13 @@ struct heartbeat_reply {
 };
 
 // --- object directory (owner <-> master) -------------------------------
+
+struct key_version {
+  std::string key;
+  std::uint64_t version = 0;
+  friend bool operator==(const key_version&, const key_version&) = default;
+  friend auto operator<=>(const key_version&, const key_version&) = default;
+};
 
 struct replica {
   node_id owner;
@@ -150,9 +160,57 @@ struct remove_key_reply {
 };
 
 /// Master → holder (a request): stop answering gets of `key` from your
-/// fast index; another owner is about to hold its newest version.
+/// fast index — another owner is about to hold its newest version — and
+/// give up the key's slot if you were handed it. Answered with flushed.
 struct invalidate {
   std::string key;
+  /// The master's grant number when it sent this: grants numbered up to
+  /// it that arrive later are stale.
+  std::uint64_t generation = 0;
+};
+
+/// Master → owner (a request): send the commits you made yourself so far;
+/// answered with flushed.
+struct barrier {};
+
+/// The answer to invalidate and barrier: the owner's commits through
+/// sequence number `seq` are on their way to the master.
+struct flushed {
+  std::uint64_t seq = 0;
+};
+
+/// Owner → master: hand this owner the writes of `slots` (see keys.hpp),
+/// and a fresh block of versions when `versions` is set (or slots are
+/// granted).
+struct claim {
+  std::vector<std::uint16_t> slots;
+  bool versions = false;
+};
+
+struct claim_reply {
+  std::vector<std::uint16_t> granted;
+  std::uint64_t block_first = 0;  ///< versions [block_first, block_first + block_count)
+  std::uint64_t block_count = 0;
+  std::uint64_t generation = 0;   ///< see invalidate::generation
+};
+
+/// One put an owner committed itself.
+struct owner_commit {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  friend bool operator==(const owner_commit&, const owner_commit&) = default;
+};
+
+/// Owner → master: the puts it committed itself, numbered first_seq,
+/// first_seq + 1, ... in order.
+struct owner_commits {
+  std::uint64_t first_seq = 0;
+  std::vector<owner_commit> entries;
+};
+
+struct owner_commits_reply {
+  std::vector<key_version> refused;  ///< not accepted: free them
 };
 
 /// The answer to a commit: whether the version became the key's current
@@ -346,13 +404,6 @@ struct add_replica_reply {
 
 // --- reconciliation (owner -> master, after each registration) -------------
 
-struct key_version {
-  std::string key;
-  std::uint64_t version = 0;
-  friend bool operator==(const key_version&, const key_version&) = default;
-  friend auto operator<=>(const key_version&, const key_version&) = default;
-};
-
 /// One page of what an owner holds, in key order: the versions of the keys
 /// after `after` ("" : from the first) up to and including the last key
 /// listed, or to the end when `final`.
@@ -384,6 +435,8 @@ struct member_status {
   std::uint64_t evictions = 0;
   std::uint64_t stored_bytes = 0;    ///< as the owner last reported
   std::uint64_t stored_objects = 0;
+  std::uint32_t home_slots = 0;      ///< key slots whose puts the owner commits itself
+  std::uint64_t own_commits = 0;     ///< puts it committed itself that the master applied
 };
 
 struct cluster_status {};
@@ -408,7 +461,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           invalidate, commit_reply, list_keys, list_keys_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
-                          inventory_reply>;
+                          inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
+                          barrier, flushed>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.
@@ -422,6 +476,9 @@ struct envelope {
   std::uint64_t deadline_us = 0;
   /// Forwarding hops taken so far (relay); bounded by max_hops.
   std::uint8_t hops = 0;
+  /// Owner → master: follows the owner's own commits through this
+  /// sequence number (owner_commits); 0: none.
+  std::uint64_t after = 0;
   wire::body body;
 };
 

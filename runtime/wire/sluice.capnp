@@ -70,7 +70,18 @@ struct Envelope {
     addReplicaReply @54 :Bool;       # added: the version is current
     inventory @55 :Inventory;
     inventoryReply @56 :List(KeyVersion);  # held versions to free: the master does not list them
+    claim @57 :Claim;
+    claimReply @58 :ClaimReply;
+    ownerCommits @59 :OwnerCommits;
+    ownerCommitsReply @60 :List(KeyVersion);  # refused: free these versions
+    barrier @61 :Void;
+    flushed @62 :UInt64;             # reply to invalidate and barrier: the owner's commits through this sequence number were sent
   }
+
+  # Owner -> master: this message follows the owner's commits through this
+  # sequence number (OwnerCommits); the master acts on it only once it has
+  # applied them. 0: it follows none.
+  after @63 :UInt64;
 }
 
 enum Role {
@@ -94,6 +105,9 @@ struct ErrorReply {
 
 struct Key {
   key @0 :Data;
+  # On an invalidation: the master's grant number when it sent it; the
+  # owner gives up the key's slot and ignores grants numbered up to this.
+  generation @1 :UInt64;
 }
 
 struct KeyVersion {
@@ -199,6 +213,38 @@ struct RegisterOwner {
   # restarted and lost what it held.
   incarnation @3 :UInt64;
   evicts @4 :Bool;         # the owner evicts values to make room when full
+  # The first of the owner's own commits (OwnerCommits) no master
+  # acknowledged; those before it were applied by a master.
+  commitsFrom @5 :UInt64;
+}
+
+# Owner -> master: hand this owner the writes of these key slots — it then
+# commits puts of their keys itself, reporting them with OwnerCommits —
+# and, when `versions` is set or slots are granted, a fresh block of
+# versions to give out.
+struct Claim {
+  slots @0 :List(UInt16);
+  versions @1 :Bool;
+}
+
+struct ClaimReply {
+  granted @0 :List(UInt16);
+  blockFirst @1 :UInt64;     # versions blockFirst .. blockFirst + blockCount - 1 are the owner's
+  blockCount @2 :UInt64;
+  generation @3 :UInt64;     # the grant's number; an invalidation with a higher one takes the slots back
+}
+
+# Owner -> master: puts the owner committed itself in the slots it was
+# handed, numbered from firstSeq on (one per entry, in order).
+struct OwnerCommits {
+  firstSeq @0 :UInt64;
+  entries @1 :List(OwnerCommit);
+}
+
+struct OwnerCommit {
+  key @0 :Data;
+  version @1 :UInt64;
+  size @2 :UInt64;
 }
 
 struct RegisterOwnerReply {
@@ -269,6 +315,8 @@ struct MemberStatus {
   evictions @9 :UInt64;
   storedBytes @10 :UInt64;    # what the owner reports it holds (heartbeat)
   storedObjects @11 :UInt64;
+  homeSlots @12 :UInt32;      # key slots whose puts the owner commits itself
+  ownCommits @13 :UInt64;     # puts the owner committed itself that the master applied
 }
 
 struct ClusterStatusReply {

@@ -60,6 +60,7 @@ class stale_after_restart_store final : public sluice::object_store {
     return std::nullopt;
   }
   bool drop(const std::string& key, std::uint64_t version) override { return real_.drop(key, version); }
+  std::uint64_t latest(const std::string& key) const override { return real_.latest(key); }
   sluice::result<sluice::shared_bytes> reserve(std::uint64_t size) override { return real_.reserve(size); }
   std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
     return std::nullopt;
@@ -90,6 +91,7 @@ class torn_store final : public sluice::object_store {
     return bytes;
   }
   bool drop(const std::string& key, std::uint64_t version) override { return real_.drop(key, version); }
+  std::uint64_t latest(const std::string& key) const override { return real_.latest(key); }
   sluice::result<sluice::shared_bytes> reserve(std::uint64_t size) override { return real_.reserve(size); }
   std::optional<sluice::wire::pool_region> locate(const sluice::shared_bytes&) const override {
     return std::nullopt;

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -59,6 +60,16 @@ inline std::size_t count_up(const cluster_status& s) {
   std::size_t n = 0;
   for (auto& m : s.members) n += m.up ? 1 : 0;
   return n;
+}
+
+/// Writes `text` to a fresh temporary file (a config, say); returns its path.
+inline std::string write_temp_file(const std::string& stem, const std::string& text) {
+  auto path = temp_path(stem);
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
 }
 
 /// Bytes that differ by size and seed, so a wrong value never matches.

@@ -36,10 +36,10 @@ auto fields(const kv_reserve_reply& x) {
 }
 auto fields(const kv_commit& x) { return std::tie(x.reservation); }
 auto fields(const kv_abort& x) { return std::tie(x.reservation); }
-auto fields(const invalidate& x) { return std::tie(x.key); }
+auto fields(const invalidate& x) { return std::tie(x.key, x.generation); }
 auto fields(const commit_reply& x) { return std::tie(x.current); }
 auto fields(const register_owner& x) {
-  return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts);
+  return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts, x.commits_from);
 }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions); }
@@ -80,13 +80,21 @@ auto fields(const add_replica& x) { return std::tie(x.key, x.version); }
 auto fields(const add_replica_reply& x) { return std::tie(x.added); }
 auto fields(const inventory& x) { return std::tie(x.after, x.entries, x.final); }
 auto fields(const inventory_reply& x) { return std::tie(x.unknown); }
+auto fields(const claim& x) { return std::tie(x.slots, x.versions); }
+auto fields(const claim_reply& x) { return std::tie(x.granted, x.block_first, x.block_count, x.generation); }
+auto fields(const owner_commit& x) { return std::tie(x.key, x.version, x.size); }
+auto fields(const owner_commits& x) { return std::tie(x.first_seq, x.entries); }
+auto fields(const owner_commits_reply& x) { return std::tie(x.refused); }
+auto fields(const barrier&) { return std::tie(); }
+auto fields(const flushed& x) { return std::tie(x.seq); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
-                  x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects);
+                  x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
+                  x.home_slots, x.own_commits);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
-  return std::tie(x.request_id, x.reply_to, x.source, x.target, x.deadline_us, x.hops, x.body);
+  return std::tie(x.request_id, x.reply_to, x.source, x.target, x.deadline_us, x.hops, x.after, x.body);
 }
 
 template <class T>
@@ -150,6 +158,8 @@ member_status sample_member(std::uint64_t i) {
   m.evictions = i * 11;
   m.stored_bytes = i * 5000;
   m.stored_objects = i * 4;
+  m.home_slots = static_cast<std::uint32_t>(i % 1025);
+  m.own_commits = i * 1'000'003;
   return m;
 }
 
@@ -176,10 +186,11 @@ std::vector<body> sample_bodies() {
       kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
       kv_commit{77},
       kv_abort{78},
-      invalidate{"gone\xff"},
+      invalidate{"gone\xff", 0},
+      invalidate{"g", max},
       commit_reply{true},
-      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false},
-      register_owner{"owner-3", "", 1, max, true},
+      register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false, 1},
+      register_owner{"owner-3", "", 1, max, true, max},
       register_owner_reply{500'000, 1'500'000},
       heartbeat{max, 0, 0, {}},
       heartbeat{1, 2, max, {1, max, 3}},
@@ -237,6 +248,17 @@ std::vector<body> sample_bodies() {
       inventory{key_with_nul, {{"a", 1}, {key_not_utf8, max}}, false},
       inventory_reply{{}},
       inventory_reply{{{"x", 3}}},
+      claim{{}, true},
+      claim{{0, 1, 1023, 0xffff}, false},
+      claim_reply{{}, 0, 0, 0},
+      claim_reply{{5, 1023}, max - 4096, 4096, max},
+      owner_commits{1, {}},
+      owner_commits{max, {{key_with_nul, 1, 0}, {key_not_utf8, max, max}}},
+      owner_commits_reply{{}},
+      owner_commits_reply{{{"y", 9}}},
+      barrier{},
+      flushed{0},
+      flushed{max},
       large_status(0),
       large_status(1000),
   };
@@ -250,6 +272,7 @@ envelope sample_envelope(body b) {
   env.target = node_id{0xb2};
   env.deadline_us = 2'500'000;
   env.hops = 255;
+  env.after = 0x1122334455667788ULL;
   env.body = std::move(b);
   return env;
 }

@@ -276,7 +276,9 @@ bool shm_server::drain(client& c) {
       break;
     }
     if (c.greeted && options_.fast_path) {
-      if (auto reply = options_.fast_path(*frame)) {
+      if (auto taken = options_.fast_path(c.id, *frame)) {
+        if (!taken->reply) continue;
+        auto& reply = taken->reply;
         std::lock_guard guard{c.send_mutex};
         if (!c.closed && (c.overflow.empty() && write_locked(c, *reply))) {
           shm::notify_consumer(*c.responses);

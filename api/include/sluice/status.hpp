@@ -22,6 +22,12 @@ struct member_info {
   /// also versions in flight, and anything the master does not list.
   std::uint64_t stored_bytes = 0;
   std::uint64_t stored_objects = 0;
+  /// Key slots whose plain puts the owner commits itself, without asking
+  /// the master (docs/concepts.md, "Owner-committed puts").
+  std::uint32_t home_slots = 0;
+  /// Puts it committed itself that the master has applied, since it
+  /// started.
+  std::uint64_t own_commits = 0;
   std::chrono::microseconds since_heartbeat{0};
 };
 

@@ -1,0 +1,115 @@
+// The master actor's state and the helpers its source files share.
+// Internal to actors/master: the role's interface is master.hpp.
+#pragma once
+
+#include <caf/stateful_actor.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/master/directory.hpp"
+#include "actors/master/homes.hpp"
+#include "actors/master/master.hpp"
+#include "actors/master/membership.hpp"
+#include "actors/master/persistence.hpp"
+#include "actors/master/pins.hpp"
+#include "runtime/rng.hpp"
+
+namespace sluice::master_detail {
+
+/// Pending puts get this long beyond their own deadline to commit.
+constexpr std::chrono::seconds pending_grace{2};
+/// How long an owner has to answer an invalidation (or a barrier) before
+/// it is declared down (and then its lease is waited out).
+constexpr std::chrono::seconds invalidate_timeout{2};
+
+/// What the master starts from: its durable state, read before the actor
+/// runs.
+struct boot_state {
+  master::directory dir;
+  std::vector<master::member> members;
+  master::pin_table pins;
+  master::homes slots;
+  master::owner_commit_log commits;
+};
+
+struct master_state {
+  std::optional<endpoint> ep;
+  master_section cfg;
+  master::membership members;
+  master::directory dir;
+  master::pin_table pins;
+  /// Which owner commits the puts of which key slot.
+  master::homes slots;
+  /// Slots being taken back from their home now: not handed out meanwhile.
+  std::set<key_slot> recalling;
+  master::owner_commit_log commits;
+  std::optional<master::persistence> journal;
+  /// Sends that depend on changes not yet durable, in order; they go out
+  /// after the next successful sync.
+  std::vector<std::function<void()>> held;
+  bool sync_queued = false;
+  /// The store refused the last sync; said once per streak.
+  bool sync_warned = false;
+  std::optional<rng> random;
+  /// Wall time in ms since the Unix epoch (TTLs are kept in it).
+  std::function<std::int64_t()> wall_ms;
+  std::function<void(const std::string&)> on_forgotten;
+  /// Expired keys being taken out (waiting for their holders).
+  std::set<std::string> expiring;
+  /// Work waiting for an owner's lease to run out, by id.
+  std::map<std::uint64_t, std::function<void()>> waiting;
+  std::uint64_t next_waiting = 1;
+  static inline const char* name = "sluice.master";
+};
+
+using self_ptr = master_actor::stateful_pointer<master_state>;
+/// Work that goes on once something it waited for happened (or failed).
+using continuation = std::function<void(result<void>)>;
+
+std::string describe_owner(const master::member& m);
+
+// --- durability (master.cpp) ---
+
+/// Call after changing durable state.
+void changed(self_ptr self);
+/// Runs `send` now, or after the next sync when changes are waiting.
+void when_durable(self_ptr self, std::function<void()> send);
+void answer(self_ptr self, const request_context& ctx, wire::body body);
+void answer_error(self_ptr self, const request_context& ctx, error err);
+/// Tells a holder to free a version once the change that made it
+/// obsolete is durable.
+void tell_drop(self_ptr self, const master::stale_version& s);
+
+// --- slots handed to owners (master_homes.cpp) ---
+
+/// Runs `then` once no owner but `requester` holds commits of keys in
+/// `key`'s slot that the master has not applied: at once when the slot is
+/// no one's or `requester`'s; otherwise once its home flushed them — and,
+/// with `recall`, gave the slot back. Fails with `unavailable` when the
+/// home cannot be reached.
+void with_slot_settled(self_ptr self, const std::string& key, node_id requester, bool recall,
+                       clock_time deadline, continuation then);
+/// The same for every slot: every home but `requester` flushes.
+void with_all_settled(self_ptr self, node_id requester, clock_time deadline, continuation then);
+/// Has `holder` stop serving `key` from its fast index and give its slot
+/// up, and waits until the commits it flushed with its answer are
+/// applied; takes the slot back (with a cooldown when `for_other`).
+void invalidate_at(self_ptr self, const std::string& key, node_id holder, bool for_other, clock_time deadline,
+                   continuation then);
+/// The requester, the home of the key's slot, sends a put the master
+/// places: the slot is the master's again (the owner gave it up first).
+void home_gives_up(self_ptr self, const std::string& key, node_id requester);
+void on_claim(self_ptr self, const request_context& ctx, const wire::claim& c);
+void on_owner_commits(self_ptr self, const request_context& ctx, const wire::owner_commits& c);
+/// `owner` lost what it held: its slots are the master's again and
+/// nothing waits for its commits any more.
+void forget_owner_commits(self_ptr self, node_id owner);
+/// Fails waits for owners' commits whose deadline passed.
+void expire_commit_waits(self_ptr self);
+
+}  // namespace sluice::master_detail
