@@ -102,6 +102,10 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.master = "sim://master";
   cfg.owner.capacity_bytes = config_.owner_capacity != 0 ? config_.owner_capacity : 256ULL << 20;
   cfg.owner.max_value_bytes = 1ULL << 20;
+  // Small pieces, so the workload's values (up to 100 KiB) move between
+  // owners in several pieces in flight at once.
+  cfg.owner.transfer_chunk_bytes = 16ULL << 10;
+  cfg.owner.transfer_window = 3;
   (void)kind;
   return cfg;
 }

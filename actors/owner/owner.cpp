@@ -167,18 +167,6 @@ result<transport::link_id> owner_detail::owner_link(self_ptr self, const wire::r
 
 namespace {
 
-void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
-  auto& st = self->state;
-  auto bytes = st.store->get(f.key, f.version);
-  if (!bytes) {
-    st.ep->reply_error(ctx, error{errc::not_found, "version " + std::to_string(f.version) +
-                                                       " is not held here (dropped or superseded)"});
-    return;
-  }
-  used(self, f.key);
-  st.ep->reply(ctx, wire::fetch_reply{f.version}, std::move(*bytes));
-}
-
 /// Stores a version locally and commits it with the master; `done` gets
 /// the version or the reason it is not visible.
 void store_and_commit(self_ptr self, std::string key, std::uint64_t version, shared_bytes value,
@@ -279,39 +267,6 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                    [committed, version](result<wire::message> r) {
                      if (!r) return committed(std::move(r).error());
                      committed(version);
-                   });
-  });
-}
-
-void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
-  ask_master(self, wire::locate{key}, ctx.deadline, [self, ctx, key, attempt](result<wire::message> reply) {
-    auto& st = self->state;
-    auto where = reply_body<wire::locate_reply>(reply);
-    if (!where) return st.ep->reply_error(ctx, where.error());
-    auto retry_or = [self, ctx, key, attempt](const error&) {
-      if (attempt + 1 < max_get_attempts) return serve_get(self, ctx, key, attempt + 1);
-      self->state.ep->reply_error(ctx, error{errc::aborted, "the key was overwritten " +
-                                                                std::to_string(max_get_attempts) +
-                                                                " times while it was read; retry"});
-    };
-    for (auto& r : where->replicas) {
-      if (r.owner != st.ep->me().id) continue;
-      if (auto bytes = st.store->get(key, where->version)) {
-        used(self, key);
-        return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
-      }
-      return retry_or(error{errc::not_found, "the key changed while it was read"});
-    }
-    if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
-    auto link = owner_link(self, where->replicas.front());
-    if (!link) return st.ep->reply_error(ctx, link.error());
-    auto version = where->version;
-    st.ep->request(*link, wire::fetch{key, version}, {}, ctx.deadline,
-                   [self, ctx, version, retry_or](result<wire::message> r) {
-                     auto fetched = reply_body<wire::fetch_reply>(r);
-                     if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
-                     if (!fetched) return self->state.ep->reply_error(ctx, fetched.error());
-                     self->state.ep->reply(ctx, wire::kv_get_reply{version}, std::move(r->payload));
                    });
   });
 }
@@ -433,6 +388,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             forward_to_master<wire::unpin_reply>(self, ctx, std::move(u));
           },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
+          [&](wire::fetch_range& f) { serve_fetch_range(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) {
             st.index->erase_version(d.key, d.version);

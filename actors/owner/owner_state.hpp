@@ -92,6 +92,31 @@ void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handl
 /// The link to another owner, opening one when needed.
 result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
 
+// --- reads, and transfers between owners (owner_transfer.cpp) ---
+
+/// A value read from another owner into this one's memory.
+struct fetched_value {
+  shared_bytes bytes;
+  /// The bytes lie in room the store reserved: they may stay as a copy.
+  bool reserved = false;
+};
+
+/// Serves a client's get: locates the key, answers from the local copy or
+/// reads the value from a holder (leaving a cached copy when configured).
+void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt);
+/// Reads `size` bytes of `version` of `key` from the owner `from` into this
+/// owner's memory — a region the store reserves when it has room (local
+/// clients read it in place; it may stay as a copy), else the heap — in
+/// pieces of [owner] transfer_chunk, transfer_window of them in flight,
+/// each received straight into its place. `done` gets the bytes or the
+/// first error.
+void fetch_value(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
+                 std::uint64_t size, clock_time deadline, std::function<void(result<fetched_value>)> done);
+/// Answers another owner's fetch / fetch_range from the bytes held here;
+/// the reply's payload is those bytes where they lie.
+void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f);
+void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fetch_range& f);
+
 // --- replicas (owner_replicas.cpp) ---
 
 /// Stores `value` as an extra copy of `version` of `key` (which its holder

@@ -72,7 +72,9 @@ result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, ro
   limits.frame.max_envelope_bytes = cfg.wire.max_envelope_bytes;
   limits.frame.max_payload_bytes = cfg.wire.max_payload_bytes;
   host->net_ = std::make_unique<transport::network>();
-  host->net_->add(tcp_tag, std::make_unique<transport::tcp_transport>(tcp_tag, *host->sink_, limits));
+  auto tcp = std::make_unique<transport::tcp_transport>(tcp_tag, *host->sink_, limits);
+  host->tcp_ = tcp.get();
+  host->net_->add(tcp_tag, std::move(tcp));
   if (where.hub != nullptr) {
     host->net_->add(inproc_tag, std::make_unique<transport::inproc_transport>(
                                     inproc_tag, *host->sink_, *where.hub, limits));
@@ -102,6 +104,8 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
     return serve_fast(*index, self, frame, std::chrono::steady_clock::now());
   };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
+  // Values that arrive over TCP land in the pool, where they are kept.
+  tcp_->set_payload_allocator((*store)->payload_allocator());
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
     return fail(bound.code(), "cannot open the shm socket " + shm_address_ + ": " + bound.error().message());

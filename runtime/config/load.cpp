@@ -33,6 +33,10 @@ constexpr std::uint64_t envelope_bytes_min = 64;
 constexpr std::size_t suggestion_distance_max = 2;
 constexpr std::uint32_t threads_min = 1;
 constexpr std::uint32_t threads_max = 64;
+// Below this a transfer's pieces cost more in round trips than they move.
+constexpr std::uint64_t transfer_chunk_bytes_min = 4096;
+// Pieces of one transfer in flight: beyond this the window only holds memory.
+constexpr std::int64_t transfer_window_max = 64;
 
 constexpr std::array<std::string_view, 6> log_levels{"trace", "debug", "info",
                                                      "warn",  "error", "off"};
@@ -231,6 +235,12 @@ result<std::int64_t> read_seed(const toml::node& value, const key_ref& key) {
 result<std::int64_t> read_threads(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, threads_min, threads_max);
 }
+result<std::uint64_t> read_chunk_size(const toml::node& value, const key_ref& key) {
+  return read_size(value, key, transfer_chunk_bytes_min);
+}
+result<std::int64_t> read_window(const toml::node& value, const key_ref& key) {
+  return read_integer(value, key, 1, transfer_window_max);
+}
 
 // ---- The schema: one table per section ------------------------------------
 
@@ -293,6 +303,9 @@ constexpr key_spec owner_keys[] = {
     {"evict_high", store<&node_config::owner, &owner_section::evict_high_percent, read_percent>},
     {"evict_low", store<&node_config::owner, &owner_section::evict_low_percent, read_percent>},
     {"client_timeout", store<&node_config::owner, &owner_section::client_timeout, read_duration>},
+    {"transfer_chunk", store<&node_config::owner, &owner_section::transfer_chunk_bytes, read_chunk_size>},
+    {"transfer_window", store<&node_config::owner, &owner_section::transfer_window, read_window>},
+    {"cache_remote", store<&node_config::owner, &owner_section::cache_remote, read_bool>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",
@@ -449,6 +462,14 @@ result<void> check_across_keys(std::string_view source, const toml::table& doc,
                     "could never be sent in one frame",
                     location(source, at), format_size(c.owner.max_value_bytes),
                     format_size(c.wire.max_payload_bytes)));
+  }
+  if (c.owner.transfer_chunk_bytes > c.wire.max_payload_bytes) {
+    auto at = position_of(doc, {"owner.transfer_chunk", "wire.max_payload"});
+    return fail(errc::invalid_argument,
+                fmt::format("{}owner.transfer_chunk ({}) must not exceed wire.max_payload ({}); each piece "
+                            "travels as one frame",
+                            location(source, at), format_size(c.owner.transfer_chunk_bytes),
+                            format_size(c.wire.max_payload_bytes)));
   }
   return {};
 }

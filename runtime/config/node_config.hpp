@@ -101,6 +101,15 @@ struct owner_section {
   /// A client silent this long has lost its session (its pins lapse), even
   /// if its connection looks open.
   microseconds client_timeout{10'000'000};
+  /// A value read from another owner moves in pieces of this size, each
+  /// received straight into its place in this owner's pool.
+  std::uint64_t transfer_chunk_bytes = 4ULL << 20;
+  /// Pieces of one transfer in flight at once (pipelining hides the round
+  /// trip between pieces).
+  std::uint32_t transfer_window = 4;
+  /// A value read from another owner stays here as a copy registered with
+  /// the master, so the next read of it on this host is local.
+  bool cache_remote = true;
 };
 
 struct client_section {

@@ -267,6 +267,12 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto list = b.initInventoryReply(static_cast<unsigned>(x.unknown.size()));
             for (unsigned n = 0; n < x.unknown.size(); ++n) set_key_version(list[n], x.unknown[n].key, x.unknown[n].version);
           },
+          [&](const fetch_range& x) {
+            auto f = b.initFetchRange();
+            set_key_version(f, x.key, x.version);
+            f.setOffset(x.offset);
+            f.setLength(x.length);
+          },
       },
       msg);
 }
@@ -450,6 +456,10 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       for (auto e : b.getInventoryReply()) out.unknown.push_back(key_version{from_data(e.getKey()), e.getVersion()});
       return body{std::move(out)};
     }
+    case W::FETCH_RANGE: {
+      auto f = b.getFetchRange();
+      return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength()}};
+    }
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -550,6 +560,27 @@ result<message> decode(inbound_frame frame) {
   }
 }
 
+std::optional<std::uint64_t> peek_reply_to(std::span<const std::byte> envelope) {
+  SLUICE_ASSERT(reinterpret_cast<std::uintptr_t>(envelope.data()) % 8 == 0);
+  SLUICE_ASSERT(envelope.size() % 8 == 0);
+  kj::ArrayPtr<const capnp::word> words{reinterpret_cast<const capnp::word*>(envelope.data()),
+                                        envelope.size() / sizeof(capnp::word)};
+  if (words.size() == 0) return std::nullopt;
+  std::uint32_t last_segment = 0;
+  std::memcpy(&last_segment, envelope.data(), sizeof last_segment);
+  if (segment_table_words(std::size_t{last_segment} + 1) > words.size()) return std::nullopt;
+  capnp::ReaderOptions options;
+  // Only the root struct's data section is read.
+  options.traversalLimitInWords = words.size() + 64;
+  options.nestingLimit = 4;
+  try {
+    capnp::FlatArrayMessageReader reader{words, options};
+    return reader.getRoot<s::Envelope>().getReplyTo();
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
 result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limits& limits) {
   if (bytes.size() < frame_header_bytes) {
     return fail(errc::protocol, "frame of " + std::to_string(bytes.size()) +
@@ -594,7 +625,8 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
+      "fetch_range"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

@@ -180,6 +180,17 @@ struct fetch_reply {
   std::uint64_t version = 0;
 };
 
+/// Asks a holder for bytes [offset, offset + length) of `version` of
+/// `key`; answered with fetch_reply, the bytes as the frame payload. A
+/// large value moves as several of these in flight at once, each received
+/// straight into its place in the reader's pool region.
+struct fetch_range {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
 /// Stores the frame payload as `version` of `key` on the receiving owner,
 /// which commits it with the master before replying.
 struct store {
@@ -408,7 +419,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           invalidate, commit_reply, list_keys, list_keys_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
-                          inventory_reply>;
+                          inventory_reply, fetch_range>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -70,6 +70,7 @@ struct Envelope {
     addReplicaReply @54 :Bool;       # added: the version is current
     inventory @55 :Inventory;
     inventoryReply @56 :List(KeyVersion);  # held versions to free: the master does not list them
+    fetchRange @57 :FetchRange;      # answered with fetchReply, the bytes as payload
   }
 }
 
@@ -99,6 +100,15 @@ struct Key {
 struct KeyVersion {
   key @0 :Data;
   version @1 :UInt64;
+}
+
+# One piece of a version's bytes: [offset, offset + length). Owners move
+# large values as several of these in flight at once.
+struct FetchRange {
+  key @0 :Data;
+  version @1 :UInt64;
+  offset @2 :UInt64;
+  length @3 :UInt64;
 }
 
 struct KeySize {

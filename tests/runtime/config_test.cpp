@@ -73,6 +73,9 @@ master = "10.0.0.1:7400"
 capacity = "16GiB"
 max_value = "1GiB"
 reconnect_interval = "2s"
+transfer_chunk = "8MiB"
+transfer_window = 6
+cache_remote = false
 
 [client]
 request_timeout = "30s"
@@ -103,6 +106,9 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.owner.capacity_bytes == 1ULL << 30);
   CHECK(c.owner.max_value_bytes == 256ULL << 20);
   CHECK(c.owner.reconnect_interval == 1s);
+  CHECK(c.owner.transfer_chunk_bytes == 4ULL << 20);
+  CHECK(c.owner.transfer_window == 4);
+  CHECK(c.owner.cache_remote);
   CHECK(c.client.request_timeout == 5s);
   CHECK(c.log.level == "info");
 }
@@ -132,6 +138,9 @@ TEST_CASE("config: every key is read into its field") {
   CHECK(c.owner.capacity_bytes == 16ULL << 30);
   CHECK(c.owner.max_value_bytes == 1ULL << 30);
   CHECK(c.owner.reconnect_interval == 2s);
+  CHECK(c.owner.transfer_chunk_bytes == 8ULL << 20);
+  CHECK(c.owner.transfer_window == 6);
+  CHECK_FALSE(c.owner.cache_remote);
   CHECK(c.client.request_timeout == 30s);
   CHECK(c.log.level == "debug");
 }
@@ -301,6 +310,18 @@ TEST_CASE("config: the largest value must fit in the largest wire payload") {
   auto defaulted = failure(load_config_string("[wire]\nmax_payload = \"1MiB\"\n", "node.toml"));
   CHECK(contains(defaulted, "node.toml:2:15:"));
   CHECK(load_config_string("[wire]\nmax_payload = \"256MiB\"\n").ok());
+}
+
+TEST_CASE("config: a transfer piece is at least 4 KiB and fits in one wire payload; the window is 1 to 64") {
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_chunk = \"1KiB\"\n")),
+                 "key 'owner.transfer_chunk': must be at least 4 KiB"));
+  auto message = failure(load_config_string("[wire]\nmax_payload = \"512MiB\"\n[owner]\nmax_value = \"8MiB\"\n"
+                                            "transfer_chunk = \"1GiB\"\n"));
+  CHECK(contains(message, "owner.transfer_chunk (1 GiB) must not exceed wire.max_payload (512 MiB)"));
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_window = 0\n")), "must be from 1 to 64, found 0"));
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_window = 65\n")), "must be from 1 to 64, found 65"));
+  CHECK(contains(failure(load_config_string("[owner]\ncache_remote = \"yes\"\n")), "must be true or false"));
+  CHECK(load_config_string("[owner]\ntransfer_chunk = \"4KiB\"\ntransfer_window = 64\n").ok());
 }
 
 TEST_CASE("config: the placement policy is local-first or random") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,8 +35,27 @@ inline node_proc start_node(std::vector<std::string> args) {
   return n;
 }
 
+/// Writes `text` to a fresh TOML file and returns its path.
+inline std::string write_config(const std::string& text) {
+  auto path = temp_path("node.toml");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
 inline std::unique_ptr<client> connect(const std::string& address) {
   auto c = client::connect(address);
+  REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
+  return std::move(*c);
+}
+
+/// A client of the owner at `address` over shared memory only.
+inline std::unique_ptr<client> connect_shm(const std::string& address) {
+  client_options options;
+  options.transport = client_transport::shared_memory;
+  auto c = client::connect(address, options);
   REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
   return std::move(*c);
 }

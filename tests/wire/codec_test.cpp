@@ -80,6 +80,7 @@ auto fields(const add_replica& x) { return std::tie(x.key, x.version); }
 auto fields(const add_replica_reply& x) { return std::tie(x.added); }
 auto fields(const inventory& x) { return std::tie(x.after, x.entries, x.final); }
 auto fields(const inventory_reply& x) { return std::tie(x.unknown); }
+auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects);
@@ -237,6 +238,8 @@ std::vector<body> sample_bodies() {
       inventory{key_with_nul, {{"a", 1}, {key_not_utf8, max}}, false},
       inventory_reply{{}},
       inventory_reply{{{"x", 3}}},
+      fetch_range{key_with_nul, 4, 0, 0},
+      fetch_range{"f", max, max, max},
       large_status(0),
       large_status(1000),
   };
@@ -527,6 +530,23 @@ TEST_CASE("wire: every pinned error code survives encode and decode") {
   }
 }
 
+TEST_CASE("wire: peek_reply_to reads a reply's request id without decoding the body") {
+  auto env = sample_envelope(fetch_reply{3});
+  auto frame = encode(env, shared_bytes::copy_of("payload"));
+  auto envelope = frame.head.slice(frame_header_bytes, frame.head.size() - frame_header_bytes);
+  CHECK(peek_reply_to(envelope.span()) == env.reply_to);
+  env.reply_to = 0;
+  auto request = encode(env);
+  CHECK(peek_reply_to(request.head.slice(frame_header_bytes, request.head.size() - frame_header_bytes).span()) == 0);
+}
+
+TEST_CASE("wire: peek_reply_to answers nothing for malformed envelope words") {
+  alignas(8) std::array<std::byte, 16> garbage{};
+  garbage.fill(std::byte{0xff});
+  CHECK_FALSE(peek_reply_to(std::span<const std::byte>{garbage}).has_value());
+  CHECK_FALSE(peek_reply_to(std::span<const std::byte>{}).has_value());
+}
+
 TEST_CASE("wire: a message kind from a newer protocol is rejected") {
   // ok and cluster_status are both Void members: their frames differ only
   // in the union tag, which this test overwrites with one no build knows.
@@ -641,5 +661,6 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(evict{}) == "evict");
   CHECK(body_name(evict_reply{}) == "evict_reply");
   CHECK(body_name(pin{}) == "pin");
+  CHECK(body_name(fetch_range{}) == "fetch_range");
   CHECK(body_name(unpin_reply{}) == "unpin_reply");
 }

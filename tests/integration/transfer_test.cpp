@@ -1,0 +1,108 @@
+// Values read through one owner from another: moved in pieces, received
+// into the reading owner's pool (so a local client reads them in place
+// through shared memory, larger than its rings), optionally kept there as
+// a copy the master knows of, and failing typed and on time when the
+// holder stops answering.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include "sluice/client.hpp"
+#include "tests/support/nodes.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using namespace sluice::test;
+
+/// Owners that move values in 1 MiB pieces, three in flight.
+std::string owner_config(bool cache_remote) {
+  return std::string{"[owner]\ntransfer_chunk = \"1MiB\"\ntransfer_window = 3\ncache_remote = "} +
+         (cache_remote ? "true" : "false") + "\n";
+}
+
+struct two_owners {
+  node_proc master;
+  node_proc a;
+  node_proc b;
+  explicit two_owners(bool cache_remote) {
+    auto config = write_config(owner_config(cache_remote));
+    master = start_node({"master", "--listen", "127.0.0.1:0"});
+    a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0", "--config", config});
+    b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0", "--config", config});
+  }
+};
+
+std::uint64_t objects_on(const sluice::cluster_status& s, const std::string& address) {
+  for (auto& m : s.members) {
+    if (m.address == address) return m.object_count;
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("transfer: a 24 MiB value held by another owner is read whole through shared memory, and stays as a copy") {
+  two_owners cluster{true};
+  auto on_b = connect(cluster.b.address);
+  auto on_a = connect_shm(cluster.a.address);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+
+  // 24 pieces of 1 MiB, and a value larger than a shared-memory ring: it
+  // reaches the client in place, from the pool region it was received into.
+  auto value = pattern(24 << 20, 'x');
+  auto version = on_b->put("big", value);
+  REQUIRE_MESSAGE(version.ok(), (version ? "" : version.error().to_string()));
+  auto got = on_a->get("big");
+  REQUIRE_MESSAGE(got.ok(), (got ? "" : got.error().to_string()));
+  CHECK(got->version() == *version);
+  CHECK(got->str() == value);
+
+  // The copy is registered with the master: A holds the key now too, and
+  // it reads through A after its first holder is gone.
+  await_status(*on_a, [&](const sluice::cluster_status& s) { return objects_on(s, cluster.a.address) == 1; });
+  cluster.b.proc->signal(SIGKILL);
+  cluster.b.proc->wait(5s);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  auto again = on_a->get("big");
+  REQUIRE_MESSAGE(again.ok(), (again ? "" : again.error().to_string()));
+  CHECK(again->str() == value);
+}
+
+TEST_CASE("transfer: with cache_remote off a read leaves no copy behind") {
+  two_owners cluster{false};
+  auto on_b = connect(cluster.b.address);
+  auto on_a = connect(cluster.a.address);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  auto value = pattern((5 << 20) + 12345, 'y');  // pieces of 1 MiB and a short last one
+  REQUIRE(on_b->put("once", value).ok());
+  for (int i = 0; i < 3; ++i) CHECK(on_a->get("once").value().str() == value);
+
+  cluster.b.proc->signal(SIGKILL);
+  cluster.b.proc->wait(5s);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  CHECK(on_a->get("once").code() == sluice::errc::unavailable);
+}
+
+TEST_CASE("transfer: a read from a holder that stops answering fails with timeout by its deadline") {
+  two_owners cluster{true};
+  auto on_b = connect(cluster.b.address);
+  auto on_a = connect(cluster.a.address);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  REQUIRE(on_b->put("frozen", pattern(3 << 20, 'z')).ok());
+
+  cluster.b.proc->signal(SIGSTOP);
+  auto started = std::chrono::steady_clock::now();
+  auto got = on_a->get("frozen", sluice::call_options{.timeout = 1500ms});
+  auto took = std::chrono::steady_clock::now() - started;
+  cluster.b.proc->signal(SIGCONT);
+  REQUIRE_FALSE(got.ok());
+  CHECK(got.code() == sluice::errc::timeout);
+  CHECK(took < 3s);
+
+  // Once the holder answers again, so does the read.
+  auto later = on_a->get("frozen");
+  REQUIRE_MESSAGE(later.ok(), (later ? "" : later.error().to_string()));
+  CHECK(later->str() == pattern(3 << 20, 'z'));
+}
