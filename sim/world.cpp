@@ -168,7 +168,7 @@ void world::start(int index) {
         return serve_fast(*fast, self, frame, now_);
       });
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store,
+          spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
                                              identity_rng_.next(), fast}));
       break;
     }

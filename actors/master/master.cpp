@@ -279,6 +279,7 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.evictions = m.evictions;
     s.stored_bytes = m.used_bytes;
     s.stored_objects = m.reported_objects;
+    s.links = m.links;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -590,7 +591,8 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
       overloaded{
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
-            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions);
+            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions,
+                                              h.links);
             if (known) {
               auto live = h.sessions;
               std::sort(live.begin(), live.end());

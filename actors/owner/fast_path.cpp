@@ -59,6 +59,8 @@ std::optional<wire::outbound_frame> serve_fast(const fast_index& index, node_id 
   if (!index.enabled(now)) return std::nullopt;
   auto msg = wire::decode(wire::inbound_frame{frame.envelope, frame.payload});
   if (!msg || msg->env.request_id == 0) return std::nullopt;
+  // A frame for another node is a relay's to pass on, never to answer.
+  if (msg->env.target.value != 0 && msg->env.target != self) return std::nullopt;
   auto* get = std::get_if<wire::kv_get>(&msg->env.body);
   if (get == nullptr) return std::nullopt;
   auto found = index.find(get->key);

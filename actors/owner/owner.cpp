@@ -115,6 +115,8 @@ void register_with_master(self_ptr self) {
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
     send_inventory(self, link);
+    // The other owners: who may relay, should a direct path fail.
+    refresh_owners(self, [] {});
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }
@@ -134,8 +136,9 @@ void connect_master(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
+  retry_paths(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
-                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout)};
+                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self)};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;
@@ -153,6 +156,24 @@ void on_tick(self_ptr self) {
 }
 
 // --- other owners -------------------------------------------------------
+
+void init_links(self_ptr self, const links_section& cfg) {
+  auto& st = self->state;
+  st.links_cfg = cfg;
+  transport::link_policy policy;
+  policy.order.clear();
+  for (auto& name : cfg.order) {
+    if (auto kind = transport::parse_path_kind(name)) policy.order.push_back(*kind);
+  }
+  policy.retry_initial = cfg.retry;
+  policy.retry_max = cfg.retry_max;
+  st.links = transport::link_manager{policy};
+  // Between owners shared memory never applies, and the owner does not
+  // move values over rdma (transports/rdma only sets devices up).
+  st.links.set_available(transport::path_kind::shm, false);
+  st.links.set_available(transport::path_kind::rdma, false);
+  st.ep->set_forwarder([self](transport::link_id from, wire::message msg) { relay_frame(self, from, std::move(msg)); });
+}
 
 }  // namespace
 
@@ -261,13 +282,11 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
       store_and_commit(self, key, version, value, ttl_ms, ctx.deadline, std::move(committed));
       return;
     }
-    auto link = owner_link(self, placed->target);
-    if (!link) return st.ep->reply_error(ctx, link.error());
-    st.ep->request(*link, wire::store{key, version, ttl_ms, false}, value, ctx.deadline,
-                   [committed, version](result<wire::message> r) {
-                     if (!r) return committed(std::move(r).error());
-                     committed(version);
-                   });
+    peer_request(self, placed->target, wire::store{key, version, ttl_ms, false}, value, ctx.deadline, std::nullopt,
+                 [committed, version](result<wire::message> r) {
+                   if (!r) return committed(std::move(r).error());
+                   committed(version);
+                 });
   });
 }
 
@@ -444,6 +463,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);
+  init_links(self, deps.links);
   connect_master(self);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {

@@ -14,6 +14,7 @@
 
 #include "actors/owner/eviction.hpp"
 #include "actors/owner/owner.hpp"
+#include "transports/link_manager.hpp"
 
 namespace sluice::owner_detail {
 
@@ -25,6 +26,19 @@ constexpr std::chrono::seconds control_timeout{5};
 constexpr int max_get_attempts = 16;
 /// Reservations one client may hold at once; more answer `overloaded`.
 constexpr std::size_t reservations_per_link_max = 1024;
+
+/// Another owner, as this one knows it: from locate replies, placements
+/// and the master's member list.
+struct owner_entry {
+  std::string name;
+  std::string address;
+};
+
+/// A frame a relay holds while it asks the master where its target is.
+struct parked_frame {
+  transport::link_id from;
+  wire::message msg;
+};
 
 /// Pool memory a local client writes a new value into, until it commits.
 struct reservation {
@@ -62,6 +76,21 @@ struct owner_state {
   clock_duration heartbeat_interval = std::chrono::milliseconds{500};
   /// Links this owner opened to other owners, until they are greeted.
   std::map<node_id, transport::link_id> dialing;
+
+  // --- paths to other owners (owner_links.cpp, owner_relay.cpp) ---
+  links_section links_cfg;
+  transport::link_manager links;
+  /// The other owners this one knows of, by id.
+  std::map<node_id, owner_entry> owners;
+  /// When the master's member list was last asked for, and who waits for
+  /// the answer.
+  clock_time owners_asked{};
+  bool owners_asking = false;
+  std::vector<std::function<void()>> owners_waiters;
+  /// Per peer: which of the candidate relays to try next.
+  std::map<node_id, std::size_t> relay_turn;
+  /// Frames waiting for a member list that says where their target is.
+  std::vector<parked_frame> parked;
   /// Reservations of local clients, by id; dropped with their link.
   std::map<std::uint64_t, reservation> reservations;
   std::uint64_t next_reservation = 1;
@@ -91,6 +120,33 @@ void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handl
 
 /// The link to another owner, opening one when needed.
 result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
+
+// --- paths to other owners (owner_links.cpp) ---
+
+/// Sends `body` (and `payload`) to the owner `to` and hands its reply to
+/// `on_reply`, over the best path the link manager knows: the paths of
+/// its plan in turn, each but the last given [links] timeout to answer,
+/// a path that fails (no answer, link lost, relay refused) demoted on the
+/// way. `into`: where the reply's payload goes (request_options::into).
+void peer_request(self_ptr self, const wire::replica& to, wire::body body, shared_bytes payload,
+                  clock_time deadline, std::optional<transport::receive_slot> into, reply_handler on_reply);
+/// Remembers where another owner is (and its name, when given).
+void learn_owner(self_ptr self, node_id id, const std::string& address, const std::string& name = {});
+/// Asks the master for its member list, unless it was asked lately, then
+/// runs `then` (at once when it was).
+void refresh_owners(self_ptr self, std::function<void()> then);
+/// Tries again the paths whose retry is due (a ping over each).
+void retry_paths(self_ptr self);
+/// How this owner reaches the owners it talked to, for its heartbeat.
+std::vector<wire::link_state> link_report(self_ptr self);
+
+// --- relaying for others (owner_relay.cpp) ---
+
+/// Passes on a frame that arrived for another owner, over this owner's
+/// direct link to it, or answers the sender that it cannot.
+void relay_frame(self_ptr self, transport::link_id from, wire::message msg);
+/// The member list arrived: frames parked for it go on (or are refused).
+void release_parked(self_ptr self);
 
 // --- reads, and transfers between owners (owner_transfer.cpp) ---
 

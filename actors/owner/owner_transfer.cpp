@@ -46,21 +46,17 @@ void end(const transfer_ptr& t, result<fetched_value> outcome) {
 void pump(self_ptr self, const transfer_ptr& t);
 
 void request_piece(self_ptr self, const transfer_ptr& t, std::uint64_t offset, std::uint64_t length) {
-  auto& st = self->state;
-  auto link = owner_link(self, t->from);
-  if (!link) return end(t, link.error());
-  request_options options;
-  options.into = transport::receive_slot{t->into.owner(), fill_in_place(t->into).subspan(offset, length)};
-  st.ep->request(*link, wire::fetch_range{t->key, t->version, offset, length}, {}, t->deadline, options,
-                 [self, t, length](result<wire::message> reply, bool) {
-                   if (t->over) return;
-                   auto got = reply_body<wire::fetch_reply>(reply);
-                   if (!got) return end(t, got.error());
-                   t->in_flight -= 1;
-                   t->received += length;
-                   if (t->received == t->size) return end(t, fetched_value{t->into, t->reserved});
-                   pump(self, t);
-                 });
+  transport::receive_slot into{t->into.owner(), fill_in_place(t->into).subspan(offset, length)};
+  peer_request(self, t->from, wire::fetch_range{t->key, t->version, offset, length}, {}, t->deadline, into,
+               [self, t, length](result<wire::message> reply) {
+                 if (t->over) return;
+                 auto got = reply_body<wire::fetch_reply>(reply);
+                 if (!got) return end(t, got.error());
+                 t->in_flight -= 1;
+                 t->received += length;
+                 if (t->received == t->size) return end(t, fetched_value{t->into, t->reserved});
+                 pump(self, t);
+               });
 }
 
 void pump(self_ptr self, const transfer_ptr& t) {

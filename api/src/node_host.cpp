@@ -181,6 +181,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   owner_deps deps;
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
+  deps.links = cfg.links;
   deps.net = h.net_.get();
   h.index_ = std::make_shared<fast_index>();
   auto store = h.open_pool(cfg);

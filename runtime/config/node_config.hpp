@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -112,6 +113,21 @@ struct owner_section {
   bool cache_remote = true;
 };
 
+/// How an owner reaches other owners: its link manager's settings.
+struct links_section {
+  /// The paths to use, best first: "rdma", "tcp", "relay" (and "shm",
+  /// which never applies between owners). Must name "tcp": relays and
+  /// RDMA set-up start from direct TCP links.
+  std::vector<std::string> order{"rdma", "tcp", "relay"};
+  /// A request on a path other than the last one left waits this long for
+  /// its answer; then the path is demoted and the next one is tried.
+  microseconds timeout{1'000'000};
+  /// A demoted path is tried again this long after it failed; each
+  /// further failure doubles the wait, up to retry_max.
+  microseconds retry{1'000'000};
+  microseconds retry_max{30'000'000};
+};
+
 struct client_section {
   /// Deadline used when a call does not give one.
   microseconds request_timeout{5'000'000};
@@ -129,6 +145,7 @@ struct node_config {
   wire_section wire;
   master_section master;
   owner_section owner;
+  links_section links;
   client_section client;
   log_section log;
 };

@@ -66,6 +66,38 @@ replica read_replica(s::Replica::Reader r) {
 
 // --- encoding ---------------------------------------------------------------
 
+void write_links(capnp::List<s::LinkState>::Builder list, const std::vector<link_state>& links) {
+  for (unsigned i = 0; i < links.size(); ++i) {
+    const auto& l = links[i];
+    auto out = list[i];
+    out.setPeer(l.peer.value);
+    out.setPeerName(l.peer_name);
+    out.setActive(l.active);
+    out.setVia(l.via.value);
+    auto paths = out.initPaths(static_cast<unsigned>(l.paths.size()));
+    for (unsigned n = 0; n < l.paths.size(); ++n) {
+      paths[n].setKind(l.paths[n].kind);
+      paths[n].setHealth(l.paths[n].health);
+      paths[n].setFailures(l.paths[n].failures);
+      paths[n].setRetryInUs(l.paths[n].retry_in_us);
+      paths[n].setLastError(l.paths[n].last_error);
+    }
+  }
+}
+
+std::vector<link_state> read_links(capnp::List<s::LinkState>::Reader list) {
+  std::vector<link_state> out;
+  for (auto l : list) {
+    link_state x{node_id{l.getPeer()}, from_text(l.getPeerName()), from_text(l.getActive()), node_id{l.getVia()}, {}};
+    for (auto p : l.getPaths()) {
+      x.paths.push_back(path_state{from_text(p.getKind()), from_text(p.getHealth()), p.getFailures(),
+                                   p.getRetryInUs(), from_text(p.getLastError())});
+    }
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
 void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& x) {
   b.setMaster(x.master.value);
   b.setObjectCount(x.object_count);
@@ -85,6 +117,7 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setEvictions(m.evictions);
     out.setStoredBytes(m.stored_bytes);
     out.setStoredObjects(m.stored_objects);
+    write_links(out.initLinks(static_cast<unsigned>(m.links.size())), m.links);
   }
 }
 
@@ -124,6 +157,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             h.setEvictions(x.evictions);
             auto list = h.initSessions(static_cast<unsigned>(x.sessions.size()));
             for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
+            write_links(h.initLinks(static_cast<unsigned>(x.links.size())), x.links);
           },
           [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
           [&](const place& x) {
@@ -297,6 +331,7 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.evictions = m.getEvictions();
     x.stored_bytes = m.getStoredBytes();
     x.stored_objects = m.getStoredObjects();
+    x.links = read_links(m.getLinks());
     out.members.push_back(std::move(x));
   }
   return out;
@@ -328,7 +363,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
-      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}};
+      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks())};
       for (auto s : h.getSessions()) out.sessions.push_back(s);
       return body{std::move(out)};
     }

@@ -65,6 +65,24 @@ struct register_owner_reply {
   std::uint64_t lease_us = 0;
 };
 
+/// One way an owner reaches a peer (its link manager's view).
+struct path_state {
+  std::string kind;    ///< "rdma", "tcp", "relay"
+  std::string health;  ///< "untried", "up", "down"
+  std::uint32_t failures = 0;  ///< in a row
+  std::uint64_t retry_in_us = 0;  ///< down: until the next retry
+  std::string last_error;
+};
+
+/// How an owner reaches one other owner.
+struct link_state {
+  node_id peer;
+  std::string peer_name;
+  std::string active;  ///< the path traffic takes now ("": none)
+  node_id via;         ///< the owner that relayed to the peer last
+  std::vector<path_state> paths;  ///< in the owner's order of preference
+};
+
 struct heartbeat {
   std::uint64_t used_bytes = 0;
   std::uint64_t object_count = 0;
@@ -72,6 +90,8 @@ struct heartbeat {
   /// Node ids of the clients connected to the owner now: their sessions
   /// live; pins of other sessions through this owner lapse.
   std::vector<std::uint64_t> sessions;
+  /// How the owner reaches the other owners it talked to.
+  std::vector<link_state> links;
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -395,6 +415,7 @@ struct member_status {
   std::uint64_t evictions = 0;
   std::uint64_t stored_bytes = 0;    ///< as the owner last reported
   std::uint64_t stored_objects = 0;
+  std::vector<link_state> links;     ///< as the owner last reported
 };
 
 struct cluster_status {};

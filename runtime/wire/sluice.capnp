@@ -221,6 +221,24 @@ struct Heartbeat {
   objectCount @1 :UInt64;
   evictions @2 :UInt64;    # values the owner evicted since it started
   sessions @3 :List(UInt64);  # node ids of the clients connected to the owner now
+  links @4 :List(LinkState);  # how the owner reaches the other owners it talked to
+}
+
+# One way an owner reaches a peer, as its link manager sees it.
+struct PathState {
+  kind @0 :Text;           # "rdma", "tcp", "relay"
+  health @1 :Text;         # "untried", "up", "down"
+  failures @2 :UInt32;     # failures in a row
+  retryInUs @3 :UInt64;    # down: until the next retry
+  lastError @4 :Text;
+}
+
+struct LinkState {
+  peer @0 :UInt64;         # the other owner's node id
+  peerName @1 :Text;
+  active @2 :Text;         # the path traffic takes now ("": none)
+  via @3 :UInt64;          # the owner that relayed to the peer last (0: none)
+  paths @4 :List(PathState);  # in the owner's order of preference
 }
 
 struct HeartbeatReply {
@@ -279,6 +297,7 @@ struct MemberStatus {
   evictions @9 :UInt64;
   storedBytes @10 :UInt64;    # what the owner reports it holds (heartbeat)
   storedObjects @11 :UInt64;
+  links @12 :List(LinkState);  # as the owner last reported
 }
 
 struct ClusterStatusReply {

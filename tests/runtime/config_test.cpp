@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 using namespace std::chrono_literals;
 using sluice::errc;
@@ -77,6 +78,12 @@ transfer_chunk = "8MiB"
 transfer_window = 6
 cache_remote = false
 
+[links]
+order = ["tcp", "relay"]
+timeout = "250ms"
+retry = "2s"
+retry_max = "1m"
+
 [client]
 request_timeout = "30s"
 
@@ -109,6 +116,10 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.owner.transfer_chunk_bytes == 4ULL << 20);
   CHECK(c.owner.transfer_window == 4);
   CHECK(c.owner.cache_remote);
+  CHECK(c.links.order == std::vector<std::string>{"rdma", "tcp", "relay"});
+  CHECK(c.links.timeout == 1s);
+  CHECK(c.links.retry == 1s);
+  CHECK(c.links.retry_max == 30s);
   CHECK(c.client.request_timeout == 5s);
   CHECK(c.log.level == "info");
 }
@@ -141,6 +152,10 @@ TEST_CASE("config: every key is read into its field") {
   CHECK(c.owner.transfer_chunk_bytes == 8ULL << 20);
   CHECK(c.owner.transfer_window == 6);
   CHECK_FALSE(c.owner.cache_remote);
+  CHECK(c.links.order == std::vector<std::string>{"tcp", "relay"});
+  CHECK(c.links.timeout == 250ms);
+  CHECK(c.links.retry == 2s);
+  CHECK(c.links.retry_max == 60s);
   CHECK(c.client.request_timeout == 30s);
   CHECK(c.log.level == "debug");
 }
@@ -203,7 +218,7 @@ TEST_CASE("config: an unknown section is rejected with a suggestion") {
 TEST_CASE("config: an unknown section with no close match lists the sections") {
   auto message = failure(load_config_string("[storage]\npath = \"/tmp\"\n"));
   CHECK(contains(message, "unknown section 'storage'"));
-  CHECK(contains(message, "node, wire, master, owner, client, log"));
+  CHECK(contains(message, "node, wire, master, owner, links, client, log"));
 }
 
 TEST_CASE("config: a key outside any section is rejected, pointing at its section") {
@@ -312,7 +327,7 @@ TEST_CASE("config: the largest value must fit in the largest wire payload") {
   CHECK(load_config_string("[wire]\nmax_payload = \"256MiB\"\n").ok());
 }
 
-TEST_CASE("config: a transfer piece is at least 4 KiB and fits in one wire payload; the window is 1 to 64") {
+TEST_CASE("config: a transfer piece is at least 4 KiB and fits in one wire payload, and the window is 1 to 64") {
   CHECK(contains(failure(load_config_string("[owner]\ntransfer_chunk = \"1KiB\"\n")),
                  "key 'owner.transfer_chunk': must be at least 4 KiB"));
   auto message = failure(load_config_string("[wire]\nmax_payload = \"512MiB\"\n[owner]\nmax_value = \"8MiB\"\n"
@@ -322,6 +337,23 @@ TEST_CASE("config: a transfer piece is at least 4 KiB and fits in one wire paylo
   CHECK(contains(failure(load_config_string("[owner]\ntransfer_window = 65\n")), "must be from 1 to 64, found 65"));
   CHECK(contains(failure(load_config_string("[owner]\ncache_remote = \"yes\"\n")), "must be true or false"));
   CHECK(load_config_string("[owner]\ntransfer_chunk = \"4KiB\"\ntransfer_window = 64\n").ok());
+}
+
+TEST_CASE("config: the path order names known paths once each, tcp among them") {
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"udp\"]\n")),
+                 "unknown path 'udp'; accepted: shm, rdma, tcp, relay"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"relya\"]\n")), "did you mean 'relay'?"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"tcp\"]\n")), "path 'tcp' is listed twice"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"rdma\", \"relay\"]\n")), "must name \"tcp\""));
+  CHECK(contains(failure(load_config_string("[links]\norder = \"tcp\"\n")), "must be an array of path names"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", 3]\n")), "must be a string, found an integer"));
+  CHECK(load_config_string("[links]\norder = [\"tcp\"]\n").ok());
+}
+
+TEST_CASE("config: the longest wait between retries of a path is not below the first") {
+  auto message = failure(load_config_string("[links]\nretry = \"10s\"\nretry_max = \"5s\"\n"));
+  CHECK(contains(message, "links.retry_max (5s) must not be below links.retry (10s)"));
+  CHECK(load_config_string("[links]\nretry = \"5s\"\nretry_max = \"5s\"\n").ok());
 }
 
 TEST_CASE("config: the placement policy is local-first or random") {

@@ -42,7 +42,9 @@ auto fields(const register_owner& x) {
   return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts);
 }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
-auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions); }
+auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error); }
+auto fields(const link_state& x) { return std::tie(x.peer, x.peer_name, x.active, x.via, x.paths); }
+auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
 auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
@@ -83,7 +85,7 @@ auto fields(const inventory_reply& x) { return std::tie(x.unknown); }
 auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
-                  x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects);
+                  x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects, x.links);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
@@ -151,6 +153,12 @@ member_status sample_member(std::uint64_t i) {
   m.evictions = i * 11;
   m.stored_bytes = i * 5000;
   m.stored_objects = i * 4;
+  if (i % 5 == 1) {
+    m.links.push_back(link_state{node_id{i + 100}, "owner-" + std::to_string(i), "relay", node_id{i + 7},
+                                 {path_state{"tcp", "down", 3, 4'000'000, "timeout: no reply before the deadline"},
+                                  path_state{"relay", "up", 0, 0, ""}}});
+    m.links.push_back(link_state{node_id{i + 101}, "", "", node_id{}, {}});
+  }
   return m;
 }
 
@@ -182,8 +190,9 @@ std::vector<body> sample_bodies() {
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false},
       register_owner{"owner-3", "", 1, max, true},
       register_owner_reply{500'000, 1'500'000},
-      heartbeat{max, 0, 0, {}},
-      heartbeat{1, 2, max, {1, max, 3}},
+      heartbeat{max, 0, 0, {}, {}},
+      heartbeat{1, 2, max, {1, max, 3}, {}},
+      heartbeat{0, 0, 0, {}, {link_state{node_id{max}, "b", "tcp", node_id{}, {path_state{"tcp", "up", 0, 0, ""}}}}},
       heartbeat_reply{true},
       heartbeat_reply{false},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1, ""},
