@@ -174,7 +174,10 @@ void world::start(int index) {
     }
     case node_kind::client: {
       me.node_role = role::client;
-      n.owner = static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
+      auto client = index - client_index(0);
+      n.owner = static_cast<std::size_t>(client) < config_.client_owners.size()
+                    ? config_.client_owners[static_cast<std::size_t>(client)]
+                    : static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
       auto owner = "sim://owner-" + std::to_string(n.owner);
       n.actor = caf::actor_cast<caf::actor>(
           spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get(), std::chrono::seconds{2}}));

@@ -45,6 +45,9 @@ struct world_config {
   bool master_forgets = false;
   /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
   std::uint64_t owner_capacity = 0;
+  /// The owner each client talks to, by client index; empty: drawn at
+  /// random (tests that stage a scenario pin them).
+  std::vector<int> client_owners;
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;
