@@ -22,6 +22,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libdlpack-dev
   iproute2 procps
+  nftables
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with
