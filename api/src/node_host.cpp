@@ -17,6 +17,7 @@
 #include "runtime/storage/sqlite_store.hpp"
 #include "runtime/units.hpp"
 #include "actors/owner/pool_store.hpp"
+#include "transports/rdma/rdma.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_server.hpp"
 #include "transports/tcp/tcp_address.hpp"
@@ -47,6 +48,24 @@ result<std::unique_ptr<durable_store>> open_master_store(const master_section& c
   auto store = sqlite_store::open(path, cfg.fsync);
   if (!store) return store.error();
   return std::unique_ptr<durable_store>{std::move(*store)};
+}
+
+/// Says once, as an owner starts, whether this host could use RDMA and
+/// what owners move values over.
+void report_rdma() {
+  auto found = transport::rdma::probe();
+  auto log = get_logger("rdma");
+  if (!found.usable()) {
+    log->info("{}; owners move values between hosts over tcp", found.why_not);
+    return;
+  }
+  for (auto& d : found.devices) {
+    if (!d.port_active) continue;
+    log->info("device {} has port {} active; owners still move values over tcp (the owner does not use rdma "
+              "yet, see docs/rdma.md)",
+              d.name, d.port);
+    return;
+  }
 }
 
 }  // namespace
@@ -178,6 +197,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   auto& h = **host;
   if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
+  report_rdma();
   owner_deps deps;
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;

@@ -8,8 +8,13 @@
 
 #include <signal.h>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "sluice/client.hpp"
 #include "tests/support/nodes.hpp"
+#include "transports/rdma/rdma.hpp"
 
 namespace {
 
@@ -105,4 +110,48 @@ TEST_CASE("transfer: a read from a holder that stops answering fails with timeou
   auto later = on_a->get("frozen");
   REQUIRE_MESSAGE(later.ok(), (later ? "" : later.error().to_string()));
   CHECK(later->str() == pattern(3 << 20, 'z'));
+}
+
+TEST_CASE("transfer: an owner says once whether it can use RDMA, and its paths to other owners never do") {
+  two_owners cluster{false};
+  auto on_b = connect(cluster.b.address);
+  auto on_a = connect(cluster.a.address);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  REQUIRE(on_b->put("r", pattern(2 << 20, 'r')).ok());
+  REQUIRE(on_a->get("r").ok());
+  REQUIRE(on_a->get("r").ok());
+
+  // The links A reports list tcp and relay only.
+  auto s = await_status(*on_a, [](const sluice::cluster_status& s) {
+    for (auto& m : s.members) {
+      if (!m.links.empty()) return true;
+    }
+    return false;
+  });
+  for (auto& m : s.members) {
+    for (auto& l : m.links) {
+      CHECK(l.active == "tcp");
+      for (auto& p : l.paths) CHECK(p.kind != "rdma");
+    }
+  }
+  auto cli = run(sluice_bin, {"status", "--json", "--connect", cluster.master.address});
+  REQUIRE(cli.exit_code == 0);
+  for (auto& m : nlohmann::json::parse(cli.out)["members"]) {
+    for (auto& l : m["links"]) CHECK(l["active"] != "rdma");
+  }
+
+  // One line about RDMA in A's log, however much it moved.
+  std::ifstream log{cluster.a.log};
+  std::string line;
+  int rdma_lines = 0;
+  std::string said;
+  while (std::getline(log, line)) {
+    if (line.find("[rdma]") == std::string::npos) continue;
+    ++rdma_lines;
+    said = line;
+  }
+  CHECK(rdma_lines == 1);
+  auto found = sluice::transport::rdma::probe();
+  if (!found.usable()) CHECK(said.find(found.why_not) != std::string::npos);
+  CHECK(said.find("owners") != std::string::npos);
 }

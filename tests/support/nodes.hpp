@@ -22,12 +22,14 @@ inline const std::string sluice_bin = SLUICE_BINARY;
 struct node_proc {
   std::unique_ptr<process> proc;
   std::string address;
+  std::string log;  ///< where its stderr (its log) goes
 };
 
 inline node_proc start_node(std::vector<std::string> args) {
   using namespace std::chrono_literals;
   node_proc n;
-  n.proc = std::make_unique<process>(sluice_bin, std::move(args), temp_path("node.log"));
+  n.log = temp_path("node.log");
+  n.proc = std::make_unique<process>(sluice_bin, std::move(args), n.log);
   auto line = n.proc->read_line(10s);
   REQUIRE_MESSAGE(line.has_value(), "the node printed no address line");
   n.address = address_in(*line);
