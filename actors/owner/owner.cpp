@@ -179,11 +179,20 @@ void init_links(self_ptr self, const links_section& cfg) {
 
 result<transport::link_id> owner_detail::owner_link(self_ptr self, const wire::replica& r) {
   auto& st = self->state;
-  if (auto link = st.ep->link_to(r.owner)) return *link;
-  if (auto it = st.dialing.find(r.owner); it != st.dialing.end()) return it->second;
+  // A link this owner is closing stays known until its close is reported;
+  // it carries nothing more.
+  if (auto link = st.ep->link_to(r.owner); link && !st.closing.contains(*link)) return *link;
+  if (auto it = st.dialing.find(r.owner); it != st.dialing.end() && !st.closing.contains(it->second)) {
+    return it->second;
+  }
   auto link = st.ep->connect(r.address);
   if (link) st.dialing[r.owner] = *link;
   return link;
+}
+
+void owner_detail::close_link(self_ptr self, transport::link_id link) {
+  self->state.closing.insert(link);
+  self->state.ep->close(link);
 }
 
 namespace {
@@ -437,6 +446,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   auto& st = self->state;
   st.ep->link_down(link, reason);
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
+  st.closing.erase(link);
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
   if (st.master_link == link) {

@@ -81,9 +81,7 @@ void send_on(self_ptr self, const call_ptr& c, path_kind kind, transport::link_i
                             if (!failed) return path_worked(self, c, kind, std::move(reply));
                             // A link that let a deadline pass is suspect: the next
                             // use dials afresh rather than waiting on it again.
-                            if (reply.code() == errc::timeout && kind == path_kind::tcp) {
-                              self->state.ep->close(link);
-                            }
+                            if (reply.code() == errc::timeout && kind == path_kind::tcp) close_link(self, link);
                             path_failed(self, c, kind, reply.error());
                           });
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -74,8 +75,10 @@ struct owner_state {
   /// last registration.
   bool master_warned = false;
   clock_duration heartbeat_interval = std::chrono::milliseconds{500};
-  /// Links this owner opened to other owners, until they are greeted.
+  /// The latest link this owner opened to each other owner, until it goes down.
   std::map<node_id, transport::link_id> dialing;
+  /// Links this owner closed whose going down is not reported yet.
+  std::set<transport::link_id> closing;
 
   // --- paths to other owners (owner_links.cpp, owner_relay.cpp) ---
   links_section links_cfg;
@@ -120,6 +123,8 @@ void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handl
 
 /// The link to another owner, opening one when needed.
 result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
+/// Closes a link to another owner; owner_link no longer hands it out.
+void close_link(self_ptr self, transport::link_id link);
 
 // --- paths to other owners (owner_links.cpp) ---
 
