@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sluice/client.hpp"
+#include "tests/support/delay_proxy.hpp"
 #include "tests/support/nodes.hpp"
 #include "transports/rdma/rdma.hpp"
 
@@ -154,4 +155,36 @@ TEST_CASE("transfer: an owner says once whether it can use RDMA, and its paths t
   auto found = sluice::transport::rdma::probe();
   if (!found.usable()) CHECK(said.find(found.why_not) != std::string::npos);
   CHECK(said.find("owners") != std::string::npos);
+}
+
+TEST_CASE("transfer: over a path with 150 ms of latency each way a get takes its round trips, and one with a shorter deadline fails with timeout by it") {
+  // B is reached by other owners only through the proxy it advertises.
+  delay_proxy slow{std::chrono::milliseconds{150}};
+  auto config = write_config(owner_config(false));
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0", "--config", config});
+  auto b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0", "--advertise", slow.address(),
+                       "--config", config});
+  slow.set_target(static_cast<std::uint16_t>(std::stoi(b.address.substr(b.address.rfind(':') + 1))));
+  auto on_b = connect(b.address);
+  auto on_a = connect(a.address);
+  await_status(*on_a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  auto value = pattern(2 << 20, 'l');
+  REQUIRE(on_b->put("far", value).ok());
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto rushed = on_a->get("far", sluice::call_options{.timeout = 200ms});
+  auto rushed_took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(rushed.ok());
+  CHECK(rushed.code() == sluice::errc::timeout);
+  CHECK(rushed_took < 1s);
+
+  t0 = std::chrono::steady_clock::now();
+  auto patient = on_a->get("far", sluice::call_options{.timeout = 5s});
+  auto patient_took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_MESSAGE(patient.ok(), (patient ? "" : patient.error().to_string()));
+  CHECK(patient->str() == value);
+  // Dialling, the greeting and two pieces each cross the proxy both ways.
+  CHECK(patient_took >= 300ms);
+  CHECK(patient_took < 5s);
 }
