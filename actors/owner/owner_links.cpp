@@ -35,6 +35,7 @@ struct peer_call {
   std::size_t next = 0;  // the plan's next path
   bool asked_master = false;  // for relays, once per call
   bool tried = false;         // a path carried the request at least once
+  bool redialed = false;      // the direct path was dialed again, once per call
   error last{errc::unavailable, "no path to the owner is configured"};
 };
 using call_ptr = std::shared_ptr<peer_call>;
@@ -57,6 +58,13 @@ void path_failed(self_ptr self, const call_ptr& c, path_kind kind, const error& 
   }
   if (kind == path_kind::relay) st.relay_turn[c->to.owner] += 1;  // another relay next time
   c->last = why;
+  // A direct link lost under the request (closed after another request's
+  // deadline, reset by the peer) is worth dialing once more while time
+  // remains; a path that let the deadline pass is not.
+  if (kind == path_kind::tcp && why.code() != errc::timeout && !c->redialed) {
+    c->redialed = true;
+    c->next -= 1;
+  }
   attempt(self, c);
 }
 
