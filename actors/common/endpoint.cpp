@@ -88,8 +88,11 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     deliver_reply(std::move(msg));
     return std::nullopt;
   }
-  if (msg.env.request_id != 0 &&
-      !requests_seen_[{link, msg.env.source.value}].first_time(msg.env.request_id)) {
+  // Request ids grow per sender. An owner's link may carry requests it
+  // relays for other owners; anyone else's carries only its own, whatever
+  // source it claims (so a client cannot make the table grow).
+  auto sender = peer.peer_role == role::owner ? msg.env.source.value : peer.id.value;
+  if (msg.env.request_id != 0 && !requests_seen_[{link, sender}].first_time(msg.env.request_id)) {
     log_->debug("link {:#x}: request {} arrived twice; served once", link, msg.env.request_id);
     return std::nullopt;
   }

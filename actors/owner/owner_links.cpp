@@ -247,9 +247,13 @@ void retry_paths(self_ptr self) {
 }
 
 std::vector<wire::link_state> link_report(self_ptr self) {
+  // A heartbeat is one envelope: this many peers, of a few hundred bytes
+  // each, stay well within the default envelope limit (1 MiB).
+  constexpr std::size_t reported_peers_max = 512;
   auto& st = self->state;
   std::vector<wire::link_state> out;
   for (auto& peer : st.links.report(st.ep->now())) {
+    if (out.size() == reported_peers_max) break;
     wire::link_state l;
     l.peer = node_id{peer.peer};
     l.peer_name = peer.name;
