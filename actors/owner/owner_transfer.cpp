@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <new>
 #include <tuple>
 
 #include "actors/owner/owner_state.hpp"
@@ -71,10 +72,15 @@ void pump(self_ptr self, const transfer_ptr& t) {
 }
 
 /// Room for `size` bytes this owner fills: reserved in the store when it
-/// has room, else on the heap (served, never kept).
-std::pair<shared_bytes, bool> room_for(self_ptr self, std::uint64_t size) {
-  if (auto reserved = self->state.store->reserve(size)) return {std::move(*reserved), true};
-  return {byte_buffer::allocate(size).freeze(), false};
+/// has room, else on the heap (served, never kept); no_capacity when
+/// neither has it.
+result<std::pair<shared_bytes, bool>> room_for(self_ptr self, std::uint64_t size) {
+  if (auto reserved = self->state.store->reserve(size)) return std::pair{std::move(*reserved), true};
+  try {
+    return std::pair{byte_buffer::allocate(size).freeze(), false};
+  } catch (const std::bad_alloc&) {
+    return fail(errc::no_capacity, "no memory on this owner to read a value of " + std::to_string(size) + " bytes into");
+  }
 }
 
 /// Keeps a value read from elsewhere as a copy here, when configured and
@@ -91,12 +97,14 @@ void keep_copy(self_ptr self, const std::string& key, std::uint64_t version, con
 void fetch_value(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
                  std::uint64_t size, clock_time deadline, std::function<void(result<fetched_value>)> done) {
   if (size == 0) return done(fetched_value{});
+  auto room = room_for(self, size);
+  if (!room) return done(room.error());
   auto t = std::make_shared<transfer>();
   t->from = from;
   t->key = key;
   t->version = version;
   t->size = size;
-  std::tie(t->into, t->reserved) = room_for(self, size);
+  std::tie(t->into, t->reserved) = std::move(*room);
   t->deadline = deadline;
   t->done = std::move(done);
   pump(self, t);
