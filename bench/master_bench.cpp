@@ -262,7 +262,7 @@ rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& commit
       if (more) start_put();
     }
     if (auto now = bench_clock::now(); now >= next_heartbeat) {
-      (void)w.request(wire::heartbeat{0, 0, 0, {}});
+      (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
       next_heartbeat = now + heartbeat_every;
     }
     w.flush();
@@ -294,7 +294,7 @@ rate master_locates(wire_owner& w, int depth, double seconds, std::uint64_t comm
     }
     if (bench_clock::now() < until) start();
     if (auto now = bench_clock::now(); now >= next_heartbeat) {
-      (void)w.request(wire::heartbeat{0, 0, 0, {}});
+      (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
       next_heartbeat = now + heartbeat_every;
     }
     w.flush();

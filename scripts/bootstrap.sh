@@ -22,11 +22,13 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libdlpack-dev
   iproute2 procps
+  nftables
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with
-# redis-cli, comes with redis-server) and taskset to pin both sides.
-bench_packages=(redis-server redis-tools util-linux)
+# redis-cli, comes with redis-server; iperf3 for the link between hosts)
+# and taskset to pin both sides.
+bench_packages=(redis-server redis-tools iperf3 util-linux)
 if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()

@@ -29,6 +29,9 @@ fault_plan heavy_plan() {
   p.owner_crash_every = 10s;
   p.client_crash_every = 15s;
   p.master_crash_every = 40s;
+  p.pair_cut_every = 10s;
+  p.pair_slow_every = 10s;
+  p.pair_loss_every = 10s;
   p.buggify = true;
   return p;
 }
@@ -55,6 +58,9 @@ fault_plan swarm_plan(rng& random) {
   p.master_crash_every = maybe(random, 200, 10s, 60s);
   p.wipe_on_restart_pm = static_cast<std::uint32_t>(random.uniform(1001));
   p.buggify = random.chance(1, 2);
+  p.pair_cut_every = maybe(random, 500, 1s, 15s);
+  p.pair_slow_every = maybe(random, 400, 1s, 15s);
+  p.pair_loss_every = maybe(random, 400, 1s, 15s);
   return p;
 }
 
@@ -93,13 +99,15 @@ std::string fault_plan::describe() const {
   auto every = [](const char* name, sim_duration d) {
     return d.count() == 0 ? std::string{} : fmt::format(" {}/{:.1f}s", name, seconds(d));
   };
-  return fmt::format("latency {:.2f}-{:.2f}ms jitter {:.2f}ms drop {}‰ dup {}‰ reorder {}‰{}{}{}{}{}{}{}",
+  return fmt::format("latency {:.2f}-{:.2f}ms jitter {:.2f}ms drop {}‰ dup {}‰ reorder {}‰{}{}{}{}{}{}{}{}{}{}",
                      seconds(latency_min) * 1e3, seconds(latency_max) * 1e3,
                      seconds(jitter_max) * 1e3, drop_pm, duplicate_pm, reorder_pm,
                      every("reset", link_reset_every), every("clog", clog_every),
                      every("partition", partition_every), every("owner-crash", owner_crash_every),
                      every("client-crash", client_crash_every),
-                     every("master-crash", master_crash_every), buggify ? " buggify" : "");
+                     every("master-crash", master_crash_every), every("pair-cut", pair_cut_every),
+                     every("pair-slow", pair_slow_every), every("pair-loss", pair_loss_every),
+                     buggify ? " buggify" : "");
 }
 
 }  // namespace sluice::sim

@@ -36,6 +36,12 @@ struct fault_plan {
   sim_duration owner_crash_every{0};
   sim_duration client_crash_every{0};
   sim_duration master_crash_every{0};
+  /// Faults of the path between two nodes (owners or the master), each
+  /// lasting a while: cut both ways (a third owner may relay), slowed
+  /// down, or losing packets (frames arrive after a retransmission).
+  sim_duration pair_cut_every{0};
+  sim_duration pair_slow_every{0};
+  sim_duration pair_loss_every{0};
 
   /// Chance (‰) that a restart also wipes the node's storage.
   std::uint32_t wipe_on_restart_pm = 300;

@@ -224,7 +224,8 @@ void network::schedule_frame(std::uint64_t serial, int from_end, wire::outbound_
   if (faults && random_.chance(plan_.drop_pm, 1000)) return;
   auto jitter_span = static_cast<std::uint64_t>(plan_.jitter_max.count());
   auto at = now() + l.latency[from_end] +
-            sim_duration{static_cast<sim_duration::rep>(random_.uniform(jitter_span + 1))};
+            sim_duration{static_cast<sim_duration::rep>(random_.uniform(jitter_span + 1))} +
+            pair_delay(l.ends[from_end].node, to.node);
   bool overtake = faults && random_.chance(plan_.reorder_pm, 1000);
   if (!overtake) at = std::max(at, l.next_free[from_end]);
   at = std::max(at, l.clogged_until[from_end]);
@@ -267,6 +268,21 @@ std::optional<std::uint64_t> network::find_link(int node, link_id id) const {
 
 bool network::blocked(int from, int to) const { return cut_.contains({from, to}); }
 
+sim_duration network::pair_delay(int from, int to) {
+  if (pair_faults_.empty()) return sim_duration{0};
+  auto it = pair_faults_.find({std::min(from, to), std::max(from, to)});
+  if (it == pair_faults_.end()) return sim_duration{0};
+  auto delay = it->second.extra;
+  // A lost segment costs a retransmission timeout (TCP's minimum is
+  // 200 ms); the frame and those behind it (FIFO) arrive that much later.
+  if (it->second.loss_pm != 0 && random_.chance(it->second.loss_pm, 1000)) {
+    retransmitted_ += 1;
+    auto spread = static_cast<std::uint64_t>(sim_duration{800ms}.count());
+    delay += 200ms + sim_duration{static_cast<sim_duration::rep>(random_.uniform(spread))};
+  }
+  return delay;
+}
+
 // --- faults ------------------------------------------------------------------------
 
 void network::reset_random_link() {
@@ -306,8 +322,7 @@ void network::hold_in_flight(std::uint64_t serial, int from_end) {
 }
 
 std::uint64_t network::partition(const std::set<int>& side, bool symmetric) {
-  auto handle = next_partition_++;
-  auto& pairs = partitions_[handle];
+  std::vector<std::pair<int, int>> pairs;
   for (int a : side) {
     for (int b = 0; b < static_cast<int>(nodes_.size()); ++b) {
       if (side.contains(b)) continue;
@@ -315,6 +330,35 @@ std::uint64_t network::partition(const std::set<int>& side, bool symmetric) {
       if (symmetric) pairs.emplace_back(a, b);
     }
   }
+  return cut(std::move(pairs));
+}
+
+std::uint64_t network::cut_pair(int a, int b) { return cut({{a, b}, {b, a}}); }
+
+std::uint64_t network::slow_pair(int a, int b, sim_duration extra) {
+  auto handle = next_partition_++;
+  auto& f = pair_faults_[{std::min(a, b), std::max(a, b)}];
+  f = pair_fault{handle, extra, 0};
+  return handle;
+}
+
+std::uint64_t network::lossy_pair(int a, int b, std::uint32_t loss_pm) {
+  auto handle = next_partition_++;
+  auto& f = pair_faults_[{std::min(a, b), std::max(a, b)}];
+  f = pair_fault{handle, sim_duration{0}, loss_pm};
+  return handle;
+}
+
+void network::heal_pair(std::uint64_t handle) {
+  std::erase_if(pair_faults_, [handle](const auto& entry) { return entry.second.handle == handle; });
+}
+
+// The pairs (from, to) can no longer reach each other: links across the
+// cut break or hold their traffic until heal().
+std::uint64_t network::cut(std::vector<std::pair<int, int>> cut_pairs) {
+  auto handle = next_partition_++;
+  auto& pairs = partitions_[handle];
+  pairs = std::move(cut_pairs);
   for (auto& p : pairs) cut_[p] += 1;
   // Links across the cut: half break (the connection times out), the rest
   // hold their traffic until the partition heals.
@@ -361,6 +405,7 @@ void network::release_held() {
 void network::heal_all() {
   partitions_.clear();
   cut_.clear();
+  pair_faults_.clear();
   frame_faults_ = false;
   for (auto& [serial, l] : links_) l.clogged_until[0] = l.clogged_until[1] = sim_time{};
   release_held();

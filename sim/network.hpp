@@ -72,11 +72,26 @@ class network {
   /// Cuts `side` off from every other node (one way only when
   /// `symmetric` is false: `side` can still send). Returns a handle.
   std::uint64_t partition(const std::set<int>& side, bool symmetric);
+  /// Cuts the path between `a` and `b` both ways; each still reaches
+  /// every other node (so a third can relay). Returns a handle for heal().
+  std::uint64_t cut_pair(int a, int b);
   void heal(std::uint64_t partition);
+  /// Frames between `a` and `b`, both ways, take `extra` longer. Returns
+  /// a handle for heal_pair().
+  std::uint64_t slow_pair(int a, int b, sim_duration extra);
+  /// Frames between `a` and `b`, both ways, are each lost with `loss_pm` ‰
+  /// and sent again after a retransmission timeout, as TCP recovers lost
+  /// segments: they arrive late, in order, once. Returns a handle.
+  std::uint64_t lossy_pair(int a, int b, std::uint32_t loss_pm);
+  /// Ends the slow_pair() or lossy_pair() of `handle`, unless a newer one
+  /// on the same pair replaced it.
+  void heal_pair(std::uint64_t handle);
   /// Ends every partition and clog and stops frame-level faults.
   void heal_all();
 
   std::size_t open_links() const noexcept { return links_.size(); }
+  /// Frames a lossy pair delayed by a retransmission since the start.
+  std::uint64_t retransmitted() const noexcept { return retransmitted_; }
 
  private:
   enum class event_kind : std::uint8_t { up, frame, down };
@@ -118,6 +133,9 @@ class network {
   void break_link(std::uint64_t serial, int closer_end, const error& closer_reason,
                   const error& peer_reason);
   bool blocked(int from, int to) const;
+  std::uint64_t cut(std::vector<std::pair<int, int>> pairs);
+  /// The extra delay of a frame from `from` to `to` (pair faults).
+  sim_duration pair_delay(int from, int to);
   void hold_in_flight(std::uint64_t serial, int from_end);
   void release_held();
   void deliver(event& ev);
@@ -139,6 +157,13 @@ class network {
   std::map<std::uint64_t, std::vector<std::pair<int, int>>> partitions_;  // handle → cut pairs
   std::map<std::pair<int, int>, int> cut_;  // (from, to) → partitions cutting it
   std::uint64_t next_partition_ = 1;
+  struct pair_fault {
+    std::uint64_t handle = 0;
+    sim_duration extra{0};
+    std::uint32_t loss_pm = 0;
+  };
+  std::map<std::pair<int, int>, pair_fault> pair_faults_;  // (lower node, higher node)
+  std::uint64_t retransmitted_ = 0;
 };
 
 }  // namespace sluice::sim

@@ -52,6 +52,32 @@ class fault_driver {
     });
   }
 
+  /// Two distinct nodes among the master and the owners: the paths that
+  /// relays and fallbacks exist for.
+  std::pair<int, int> random_pair() {
+    auto& random = world_.fault_rng();
+    auto span = static_cast<std::uint64_t>(world_.config().owners + 1);
+    int a = static_cast<int>(random.uniform(span));
+    int b = static_cast<int>((static_cast<std::uint64_t>(a) + 1 + random.uniform(span - 1)) % span);
+    return {a, b};  // node indices: 0 is the master, 1.. the owners
+  }
+
+  /// kind 0: cut the pair's path; 1: slow it down; 2: make it lose packets.
+  void pair_fault(int kind) {
+    auto [a, b] = random_pair();
+    auto& random = world_.fault_rng();
+    auto& net = world_.net();
+    auto lasts = draw_between(random, 200ms, 4s);
+    if (kind == 0) {
+      auto handle = net.cut_pair(a, b);
+      world_.at(world_.now() + lasts, [this, handle] { world_.net().heal(handle); });
+      return;
+    }
+    auto handle = kind == 1 ? net.slow_pair(a, b, draw_between(random, 5ms, 400ms))
+                            : net.lossy_pair(a, b, static_cast<std::uint32_t>(10 + random.uniform(290)));
+    world_.at(world_.now() + lasts, [this, handle] { world_.net().heal_pair(handle); });
+  }
+
   void partition() {
     std::set<int> side;
     auto& random = world_.fault_rng();
@@ -82,6 +108,9 @@ void schedule_faults(world& w, checker& c, fault_driver& d) {
     d.crash_and_restart(w.client_index(static_cast<int>(random.uniform(static_cast<std::uint64_t>(w.config().clients)))), 5s);
   });
   d.every(plan.master_crash_every, [&w, &d] { d.crash_and_restart(w.master_index(), 3s); });
+  d.every(plan.pair_cut_every, [&d] { d.pair_fault(0); });
+  d.every(plan.pair_slow_every, [&d] { d.pair_fault(1); });
+  d.every(plan.pair_loss_every, [&d] { d.pair_fault(2); });
   (void)c;
 }
 

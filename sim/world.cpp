@@ -103,6 +103,10 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.capacity_bytes = config_.owner_capacity != 0 ? config_.owner_capacity : 256ULL << 20;
   cfg.owner.max_value_bytes = 1ULL << 20;
   cfg.owner.commit_report_delay = config_.commit_report_delay;
+  // Small pieces, so the workload's values (up to 100 KiB) move between
+  // owners in several pieces in flight at once.
+  cfg.owner.transfer_chunk_bytes = 16ULL << 10;
+  cfg.owner.transfer_window = 3;
   (void)kind;
   return cfg;
 }
@@ -171,13 +175,16 @@ void world::start(int index) {
         return transport::fast_taken{std::move(answer->reply)};
       });
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store,
+          spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
                                              identity_rng_.next(), fast}));
       break;
     }
     case node_kind::client: {
       me.node_role = role::client;
-      n.owner = static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
+      auto client = index - client_index(0);
+      n.owner = static_cast<std::size_t>(client) < config_.client_owners.size()
+                    ? config_.client_owners[static_cast<std::size_t>(client)]
+                    : static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
       auto owner = "sim://owner-" + std::to_string(n.owner);
       n.actor = caf::actor_cast<caf::actor>(
           spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get(), std::chrono::seconds{2}}));

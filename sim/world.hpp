@@ -48,6 +48,9 @@ struct world_config {
   /// How long owners gather their own commits before reporting them: long
   /// delays make every reader that does not wait for them see stale data.
   std::chrono::microseconds commit_report_delay{200};
+  /// The owner each client talks to, by client index; empty: drawn at
+  /// random (tests that stage a scenario pin them).
+  std::vector<int> client_owners;
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;

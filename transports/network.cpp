@@ -74,6 +74,15 @@ void network::flush(link_id link) {
   if (auto* t = by_link(link)) t->flush(link);
 }
 
+bool network::expect_payload(link_id link, std::uint64_t request_id, receive_slot slot) {
+  auto* t = by_link(link);
+  return t != nullptr && t->expect_payload(link, request_id, std::move(slot));
+}
+
+void network::forget_payload(link_id link, std::uint64_t request_id) {
+  if (auto* t = by_link(link)) t->forget_payload(link, request_id);
+}
+
 void network::close(link_id link) {
   if (auto* t = by_link(link)) t->close(link);
 }

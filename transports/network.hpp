@@ -42,6 +42,8 @@ class network final : public transport {
   result<void> send(link_id link, wire::outbound_frame frame) override;
   result<bool> send_held(link_id link, wire::outbound_frame frame) override;
   void flush(link_id link) override;
+  bool expect_payload(link_id link, std::uint64_t request_id, receive_slot slot) override;
+  void forget_payload(link_id link, std::uint64_t request_id) override;
   void close(link_id link) override;
   void shutdown() override;
 

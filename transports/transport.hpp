@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,6 +35,16 @@ constexpr link_id make_link_id(std::uint16_t tag, std::uint64_t sequence) noexce
 constexpr std::uint16_t link_tag(link_id id) noexcept {
   return static_cast<std::uint16_t>(id >> link_tag_shift);
 }
+
+/// Memory a payload is received into: a region the receiver owns (a pool
+/// region, usually), writable for `bytes.size()` bytes and kept alive by
+/// `owner` for as long as a transport may still write into it.
+struct receive_slot {
+  std::shared_ptr<const void> owner;
+  std::span<std::byte> bytes;
+  /// The slot as the immutable bytes a frame's payload is.
+  shared_bytes frozen() const { return shared_bytes{owner, bytes}; }
+};
 
 /// Where a node receives link events. Implemented by whoever builds the
 /// node (it forwards to the node's actors).
@@ -90,6 +102,27 @@ class transport {
   /// Writes the frames send_held() holds on `link`.
   virtual void flush(link_id link) { (void)link; }
 
+  /// Asks that the payload of the reply to request `request_id`, arriving
+  /// on `link`, be received straight into `slot` when its size is
+  /// exactly `slot.bytes.size()`; the frame is then delivered with
+  /// `slot.frozen()` as its payload. Answers whether the transport will
+  /// do so; transports that cannot (and payloads of another size) deliver
+  /// the payload in memory of their own, and the caller copies it. The
+  /// transport keeps `slot.owner` until the reply arrived, the link went
+  /// down, or forget_payload(link, request_id).
+  virtual bool expect_payload(link_id link, std::uint64_t request_id, receive_slot slot) {
+    (void)link;
+    (void)request_id;
+    (void)slot;
+    return false;
+  }
+  /// Withdraws an expect_payload() whose reply will not be waited for. A
+  /// payload already being received into the slot still lands there.
+  virtual void forget_payload(link_id link, std::uint64_t request_id) {
+    (void)link;
+    (void)request_id;
+  }
+
   /// Closes `link`; on_link_down(aborted) follows unless it was down
   /// already. Unknown links are ignored.
   virtual void close(link_id link) = 0;
@@ -112,6 +145,13 @@ struct fast_taken {
 /// transport's thread for every frame of a link after the first (the
 /// hello, delivered the usual way). Must not block.
 using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const wire::inbound_frame&)>;
+
+/// Room for an inbound payload of `bytes` bytes that no expect_payload()
+/// asked for (a put's value, a copy sent to be stored): an owner hands out
+/// pool regions, so a value is received where it will live. Called on a
+/// transport's I/O thread; must not block. Nothing: the transport
+/// allocates memory of its own.
+using payload_allocator = std::function<std::optional<receive_slot>(std::uint64_t bytes)>;
 
 /// Bounds shared by transports.
 struct transport_limits {

@@ -1,6 +1,8 @@
 #include "actors/common/endpoint.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <limits>
 
 #include <caf/actor_cast.hpp>
 #include <caf/scheduled_actor.hpp>
@@ -64,11 +66,19 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     net_.close(link);
     return std::nullopt;
   }
+  if (forwarder_ && msg.env.target.value != 0 && msg.env.target != me_.id) {
+    forwarder_(link, std::move(msg));
+    return std::nullopt;
+  }
   if (msg.env.reply_to != 0) {
     deliver_reply(std::move(msg));
     return std::nullopt;
   }
-  if (msg.env.request_id != 0 && !requests_seen_[link].first_time(msg.env.request_id)) {
+  // Request ids grow per sender. An owner's link may carry requests it
+  // relays for other owners; anyone else's carries only its own, whatever
+  // source it claims (so a client cannot make the table grow).
+  auto sender = peer.peer_role == role::owner ? msg.env.source.value : peer.id.value;
+  if (msg.env.request_id != 0 && !requests_seen_[{link, sender}].first_time(msg.env.request_id)) {
     log_->debug("link {:#x}: request {} arrived twice; served once", link, msg.env.request_id);
     return std::nullopt;
   }
@@ -86,14 +96,15 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
     gone = std::move(it->second);
     peers_.erase(it);
   }
-  requests_seen_.erase(link);
+  requests_seen_.erase(requests_seen_.lower_bound({link, 0}),
+                       requests_seen_.upper_bound({link, std::numeric_limits<std::uint64_t>::max()}));
   // Collect first: a handler may send new requests while we iterate.
   std::vector<std::uint64_t> failed;
   for (auto& [id, p] : pending_) {
     if (p.link == link) failed.push_back(id);
   }
   for (auto id : failed) {
-    finish(id, error{errc::unavailable, "link lost before the reply came: " + reason.to_string()});
+    finish(id, error{errc::unavailable, "link lost before the reply came: " + reason.to_string()}, true);
   }
   return gone;
 }
@@ -103,7 +114,7 @@ void endpoint::sweep() {
   auto now_ = now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now_) {
     auto id = deadlines_.begin()->second;
-    finish(id, error{errc::timeout, "no reply before the deadline"});
+    finish(id, error{errc::timeout, "no reply before the deadline"}, true);
   }
   if (!deadlines_.empty()) arm_sweep(deadlines_.begin()->first);
 }
@@ -126,31 +137,44 @@ void endpoint::close(transport::link_id link) { net_.close(link); }
 
 void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
                        clock_time deadline, reply_handler on_reply) {
+  request(link, std::move(body), std::move(payload), deadline, request_options{},
+          [on_reply = std::move(on_reply)](result<wire::message> reply, bool) { on_reply(std::move(reply)); });
+}
+
+void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
+                       clock_time deadline, const request_options& options, path_reply_handler on_reply) {
   auto now_ = now();
   auto cap = now_ + std::chrono::duration_cast<clock_duration>(max_request_timeout);
   if (deadline > cap) deadline = cap;
   if (deadline <= now_) {
-    on_reply(error{errc::timeout, "the deadline passed before the request was sent"});
+    on_reply(error{errc::timeout, "the deadline passed before the request was sent"}, false);
     return;
   }
   if (pending_.size() >= max_pending_requests) {
-    on_reply(error{errc::overloaded, "too many requests in flight on this node"});
+    on_reply(error{errc::overloaded, "too many requests in flight on this node"}, false);
     return;
   }
   auto id = next_request_id_++;
   wire::envelope env;
   env.request_id = id;
   env.source = me_.id;
+  env.target = options.target;
   env.deadline_us = remaining_us(now_, deadline);
   if (stamp_) env.after = stamp_();
   env.body = std::move(body);
-  pending_.emplace(id, pending_request{link, deadline, std::move(on_reply)});
+  pending_.emplace(id, pending_request{link, deadline, std::move(on_reply), options.target, options.into});
   deadlines_.emplace(deadline, id);
   arm_sweep(deadline);
+  // Posted before the request leaves, so the reply can never come first.
+  if (options.into) net_.expect_payload(link, id, *options.into);
   // Fault site: the request is lost on the way; the deadline catches it.
   if (SLUICE_BUGGIFY(faults_)) return;
   auto sent = send_frame(link, wire::encode(env, std::move(payload)));
-  if (!sent) finish(id, std::move(sent).error());
+  if (!sent) finish(id, std::move(sent).error(), sent.code() == errc::unavailable);
+}
+
+void endpoint::forward(transport::link_id link, const wire::envelope& env, shared_bytes payload) {
+  send_envelope(link, env, std::move(payload));
 }
 
 void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload) {
@@ -243,24 +267,52 @@ std::vector<std::uint64_t> endpoint::peers_in_role(role r, clock_time heard_sinc
 
 void endpoint::deliver_reply(wire::message msg) {
   auto id = msg.env.reply_to;
-  if (pending_.find(id) == pending_.end()) {
+  auto it = pending_.find(id);
+  if (it == pending_.end()) {
     log_->debug("reply to request {} came after it finished; dropped", id);
     return;
   }
+  auto& p = it->second;
   if (auto* e = std::get_if<wire::error_reply>(&msg.env.body)) {
-    finish(id, error{e->code, e->message});
-  } else {
-    finish(id, std::move(msg));
+    // An answer from someone else than the addressee is a relay's: it
+    // could not pass the request on, so the path failed, not the request.
+    bool from_relay = p.target.value != 0 && msg.env.source != p.target;
+    finish(id, error{e->code, e->message}, from_relay);
+    return;
   }
+  if (p.into) {
+    if (auto placed = place_payload(msg, *p.into); !placed) {
+      finish(id, std::move(placed).error());
+      return;
+    }
+  }
+  finish(id, std::move(msg));
 }
 
-void endpoint::finish(std::uint64_t id, result<wire::message> outcome) {
+result<void> endpoint::place_payload(wire::message& msg, const transport::receive_slot& into) {
+  if (msg.payload.size() != into.bytes.size()) {
+    return fail(errc::protocol, "the reply carries " + std::to_string(msg.payload.size()) +
+                                    " payload bytes where " + std::to_string(into.bytes.size()) +
+                                    " were asked for");
+  }
+  // The transport received it in place, or could not: then it moves here.
+  if (msg.payload.data() != into.bytes.data() && !into.bytes.empty()) {
+    std::memcpy(into.bytes.data(), msg.payload.data(), into.bytes.size());
+  }
+  msg.payload = into.frozen();
+  return {};
+}
+
+void endpoint::finish(std::uint64_t id, result<wire::message> outcome, bool path_failed) {
   auto it = pending_.find(id);
   if (it == pending_.end()) return;
   auto handler = std::move(it->second.on_reply);
+  // The transport no longer needs to keep the slot for a reply that may
+  // still come: whoever waited has stopped waiting.
+  if (it->second.into) net_.forget_payload(it->second.link, id);
   deadlines_.erase({it->second.deadline, id});
   pending_.erase(it);
-  handler(std::move(outcome));
+  handler(std::move(outcome), path_failed);
 }
 
 void endpoint::arm_sweep(clock_time deadline) {

@@ -61,6 +61,25 @@ struct request_context {
 /// or `timeout` / `unavailable` when none came.
 using reply_handler = std::function<void(result<wire::message>)>;
 
+/// Like reply_handler, and also told whether the failure (if any) was the
+/// path's rather than the addressee's: no reply before the deadline, the
+/// link lost or unusable, or a relay that could not forward the request.
+/// A link manager demotes a path on those, never on an error the
+/// addressee itself answered.
+using path_reply_handler = std::function<void(result<wire::message>, bool path_failed)>;
+
+/// How a request travels, beyond the link it goes on.
+struct request_options {
+  /// The node the request is for when it is not the link's peer: the peer
+  /// is a relay and forwards it (0: the peer itself).
+  node_id target;
+  /// Where the reply's payload goes: straight from the socket when the
+  /// transport can (transport::expect_payload), else copied there on
+  /// arrival. A reply whose payload has another size fails with
+  /// `protocol`; the reply then carries the slot's bytes as its payload.
+  std::optional<transport::receive_slot> into;
+};
+
 class endpoint {
  public:
   struct identity {
@@ -98,6 +117,16 @@ class endpoint {
   /// Sends a request; `on_reply` runs exactly once, from this actor.
   void request(transport::link_id link, wire::body body, shared_bytes payload,
                clock_time deadline, reply_handler on_reply);
+  void request(transport::link_id link, wire::body body, shared_bytes payload,
+               clock_time deadline, const request_options& options, path_reply_handler on_reply);
+  /// Sends a frame of another node on (a relay's forwarding): its
+  /// envelope as it is, but for the hops it is given.
+  void forward(transport::link_id link, const wire::envelope& env, shared_bytes payload);
+  /// Frames that arrive for another node (a target that is neither 0 nor
+  /// this node) go to `forwarder` instead of the role; without one they
+  /// are handled as if they were for this node.
+  using forwarder = std::function<void(transport::link_id, wire::message)>;
+  void set_forwarder(forwarder f) { forwarder_ = std::move(f); }
   void notify(transport::link_id link, wire::body body, shared_bytes payload = {});
   void reply(const request_context& ctx, wire::body body, shared_bytes payload = {});
   void reply_error(const request_context& ctx, const error& err);
@@ -126,7 +155,9 @@ class endpoint {
   struct pending_request {
     transport::link_id link;
     clock_time deadline;
-    reply_handler on_reply;
+    path_reply_handler on_reply;
+    node_id target;  ///< 0: the link's peer
+    std::optional<transport::receive_slot> into;
   };
 
   void greet(transport::link_id link);
@@ -136,7 +167,9 @@ class endpoint {
   result<void> send_frame(transport::link_id link, wire::outbound_frame frame);
   void send_envelope(transport::link_id link, wire::envelope env, shared_bytes payload);
   void deliver_reply(wire::message msg);
-  void finish(std::uint64_t id, result<wire::message> outcome);
+  /// The reply's payload in the slot the request gave, or why not.
+  static result<void> place_payload(wire::message& msg, const transport::receive_slot& into);
+  void finish(std::uint64_t id, result<wire::message> outcome, bool path_failed = false);
   void arm_sweep(clock_time deadline);
 
   caf::local_actor* self_;
@@ -147,7 +180,9 @@ class endpoint {
   sweep_scheduler schedule_sweep_;
   fault_sites* faults_;
   std::map<transport::link_id, peer_info> peers_;
-  std::map<transport::link_id, replay_window> requests_seen_;
+  // Per link and sender: a relay's link carries requests of many senders.
+  std::map<std::pair<transport::link_id, std::uint64_t>, replay_window> requests_seen_;
+  forwarder forwarder_;
   std::map<std::uint64_t, pending_request> pending_;
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
   std::optional<clock_time> sweep_at_;

@@ -259,6 +259,7 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.stored_objects = m.reported_objects;
     s.home_slots = static_cast<std::uint32_t>(st.slots.count_of(id));
     s.own_commits = st.commits.applied(id);
+    s.links = m.links;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -621,11 +622,12 @@ void on_inventory(self_ptr self, const request_context& ctx, const wire::invento
 void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_replica& r) {
   auto& st = self->state;
   if (foreign_home(st, r.key, ctx.source)) {
-    // A copy elsewhere would stop the home committing the key on its own.
-    return with_slot_settled(self, r.key, ctx.source, true, ctx.deadline, [self, ctx, r](result<void> ok) {
-      if (!ok) return answer_error(self, ctx, ok.error());
-      on_add_replica(self, ctx, r);
-    });
+    // The key's slot has a home, which holds every copy of its keys (so a
+    // home that dies takes no newer commit with it while an older copy
+    // lives on). A copy a read left elsewhere is not worth the slot: it
+    // is refused and freed. (A put with copies takes the slot back when
+    // it is placed, before its copies are made.)
+    return answer(self, ctx, wire::add_replica_reply{false});
   }
   bool added = st.dir.add_replica(r.key, r.version, ctx.source);
   if (added) {
@@ -686,7 +688,8 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
       overloaded{
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
-            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions);
+            bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions,
+                                              h.links);
             if (known) {
               auto live = h.sessions;
               std::sort(live.begin(), live.end());

@@ -34,9 +34,10 @@ void membership::restore(member m, clock_time now) {
 }
 
 bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects,
-                           clock_time now, std::uint64_t evictions) {
+                           clock_time now, std::uint64_t evictions, std::vector<wire::link_state> links) {
   auto it = members_.find(id);
   if (it == members_.end() || it->second.state != wire::member_state::up) return false;
+  it->second.links = std::move(links);
   it->second.used_bytes = used_bytes;
   it->second.reported_objects = objects;
   it->second.evictions = evictions;

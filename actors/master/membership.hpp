@@ -35,6 +35,8 @@ struct member {
   std::uint64_t evictions = 0;
   clock_time last_heartbeat;
   std::string down_reason;
+  /// How the owner reaches other owners, as last reported (not persisted).
+  std::vector<wire::link_state> links;
 };
 
 /// Bound on members: registrations beyond it are refused (`overloaded`).
@@ -57,7 +59,7 @@ class membership {
   /// Records a heartbeat. False when `id` is unknown or down (the owner
   /// must register again).
   bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now,
-                 std::uint64_t evictions = 0);
+                 std::uint64_t evictions = 0, std::vector<wire::link_state> links = {});
 
   /// Marks a member down because it said it is stopping; false when it
   /// was not up.

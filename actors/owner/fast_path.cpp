@@ -213,6 +213,8 @@ std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, no
                                       const wire::inbound_frame& frame, fast_index::time_point now) {
   auto msg = wire::decode(wire::inbound_frame{frame.envelope, frame.payload});
   if (!msg || msg->env.request_id == 0) return std::nullopt;
+  // A frame for another node is a relay's to pass on, never to answer.
+  if (msg->env.target.value != 0 && msg->env.target != self) return std::nullopt;
   // Every request of the link passes here first: a repeat is dropped
   // whichever path served the original.
   if (!index.first_time(link, msg->env.request_id)) return fast_answer{std::nullopt};

@@ -10,6 +10,7 @@
 #include <optional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -59,6 +60,13 @@ class object_store {
   virtual std::uint64_t used_bytes() const = 0;
   virtual std::uint64_t object_count() const = 0;
 };
+
+/// Fresh bytes, to fill in place: room reserve() handed out and not yet
+/// put(), or a buffer just frozen. REQUIRES: nothing reads `fresh` yet —
+/// until it is put or handed on, its bytes are the filler's alone.
+inline std::span<std::byte> fill_in_place(const shared_bytes& fresh) noexcept {
+  return {const_cast<std::byte*>(fresh.data()), fresh.size()};
+}
 
 /// The versions a store holds: key → version → bytes (a key holds more
 /// than one version while an overwrite is in flight).

@@ -123,6 +123,8 @@ void register_with_master(self_ptr self) {
     st.index->resend();
     send_commits(self);
     send_inventory(self, link);
+    // The other owners: who may relay, should a direct path fail.
+    refresh_owners(self, [] {});
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }
@@ -142,8 +144,9 @@ void connect_master(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
+  retry_paths(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
-                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout)};
+                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self)};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;
@@ -162,30 +165,45 @@ void on_tick(self_ptr self) {
 
 // --- other owners -------------------------------------------------------
 
+void init_links(self_ptr self, const links_section& cfg) {
+  auto& st = self->state;
+  st.links_cfg = cfg;
+  transport::link_policy policy;
+  policy.order.clear();
+  for (auto& name : cfg.order) {
+    if (auto kind = transport::parse_path_kind(name)) policy.order.push_back(*kind);
+  }
+  policy.retry_initial = cfg.retry;
+  policy.retry_max = cfg.retry_max;
+  st.links = transport::link_manager{policy};
+  // Between owners shared memory never applies, and the owner does not
+  // move values over rdma (transports/rdma only sets devices up).
+  st.links.set_available(transport::path_kind::shm, false);
+  st.links.set_available(transport::path_kind::rdma, false);
+  st.ep->set_forwarder([self](transport::link_id from, wire::message msg) { relay_frame(self, from, std::move(msg)); });
+}
+
 }  // namespace
 
 result<transport::link_id> owner_detail::owner_link(self_ptr self, const wire::replica& r) {
   auto& st = self->state;
-  if (auto link = st.ep->link_to(r.owner)) return *link;
-  if (auto it = st.dialing.find(r.owner); it != st.dialing.end()) return it->second;
+  // A link this owner is closing stays known until its close is reported;
+  // it carries nothing more.
+  if (auto link = st.ep->link_to(r.owner); link && !st.closing.contains(*link)) return *link;
+  if (auto it = st.dialing.find(r.owner); it != st.dialing.end() && !st.closing.contains(it->second)) {
+    return it->second;
+  }
   auto link = st.ep->connect(r.address);
   if (link) st.dialing[r.owner] = *link;
   return link;
 }
 
-namespace {
-
-void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
-  auto& st = self->state;
-  auto bytes = st.store->get(f.key, f.version);
-  if (!bytes) {
-    st.ep->reply_error(ctx, error{errc::not_found, "version " + std::to_string(f.version) +
-                                                       " is not held here (dropped or superseded)"});
-    return;
-  }
-  used(self, f.key);
-  st.ep->reply(ctx, wire::fetch_reply{f.version}, std::move(*bytes));
+void owner_detail::close_link(self_ptr self, transport::link_id link) {
+  self->state.closing.insert(link);
+  self->state.ep->close(link);
 }
+
+namespace {
 
 /// Stores a version locally and commits it with the master; `done` gets
 /// the version or the reason it is not visible.
@@ -290,46 +308,11 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
       store_and_commit(self, key, version, value, ttl_ms, ctx.deadline, std::move(committed));
       return;
     }
-    auto link = owner_link(self, placed->target);
-    if (!link) return st.ep->reply_error(ctx, link.error());
-    st.ep->request(*link, wire::store{key, version, ttl_ms, false}, value, ctx.deadline,
-                   [committed, version](result<wire::message> r) {
-                     if (!r) return committed(std::move(r).error());
-                     committed(version);
-                   });
-  });
-}
-
-void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
-  ask_master(self, wire::locate{key}, ctx.deadline, [self, ctx, key, attempt](result<wire::message> reply) {
-    auto& st = self->state;
-    auto where = reply_body<wire::locate_reply>(reply);
-    if (!where) return st.ep->reply_error(ctx, where.error());
-    auto retry_or = [self, ctx, key, attempt](const error&) {
-      if (attempt + 1 < max_get_attempts) return serve_get(self, ctx, key, attempt + 1);
-      self->state.ep->reply_error(ctx, error{errc::aborted, "the key was overwritten " +
-                                                                std::to_string(max_get_attempts) +
-                                                                " times while it was read; retry"});
-    };
-    for (auto& r : where->replicas) {
-      if (r.owner != st.ep->me().id) continue;
-      if (auto bytes = st.store->get(key, where->version)) {
-        used(self, key);
-        return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
-      }
-      return retry_or(error{errc::not_found, "the key changed while it was read"});
-    }
-    if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
-    auto link = owner_link(self, where->replicas.front());
-    if (!link) return st.ep->reply_error(ctx, link.error());
-    auto version = where->version;
-    st.ep->request(*link, wire::fetch{key, version}, {}, ctx.deadline,
-                   [self, ctx, version, retry_or](result<wire::message> r) {
-                     auto fetched = reply_body<wire::fetch_reply>(r);
-                     if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
-                     if (!fetched) return self->state.ep->reply_error(ctx, fetched.error());
-                     self->state.ep->reply(ctx, wire::kv_get_reply{version}, std::move(r->payload));
-                   });
+    peer_request(self, placed->target, wire::store{key, version, ttl_ms, false}, value, ctx.deadline, std::nullopt,
+                 [committed, version](result<wire::message> r) {
+                   if (!r) return committed(std::move(r).error());
+                   committed(version);
+                 });
   });
 }
 
@@ -446,6 +429,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             forward_to_master<wire::unpin_reply>(self, ctx, std::move(u));
           },
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
+          [&](wire::fetch_range& f) { serve_fetch_range(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
           [&](wire::drop& d) {
             st.index->erase_version(d.key, d.version);
@@ -478,6 +462,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   st.ep->link_down(link, reason);
   st.index->forget_link(link);
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
+  st.closing.erase(link);
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
   if (st.master_link == link) {
@@ -509,6 +494,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   // before it (see fast_path.hpp).
   st.ep->set_stamp([index = st.index] { return index->sent_through(); });
   st.index->set_max_value_bytes(st.cfg.fast_puts ? st.cfg.max_value_bytes : 0);
+  init_links(self, deps.links);
   connect_master(self);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {

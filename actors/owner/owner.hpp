@@ -24,6 +24,8 @@ struct owner_deps {
   /// identity.listen_address is where other owners reach this one.
   endpoint::identity identity;
   owner_section config;
+  /// How this owner reaches other owners (its link manager).
+  links_section links;
   /// The node's transports. REQUIRES: outlives the actor.
   transport::transport* net = nullptr;
   /// Fault sites; only the simulator sets them. REQUIRES: outlives the actor.

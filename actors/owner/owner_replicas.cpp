@@ -26,13 +26,8 @@ void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t versi
       store_replica(self, key, version, value, deadline, [one](result<void> ok) { one(ok.ok()); });
       continue;
     }
-    auto link = owner_link(self, r);
-    if (!link) {
-      one(false);
-      continue;
-    }
-    st.ep->request(*link, wire::store{key, version, ttl_ms, true}, value, deadline,
-                   [one](result<wire::message> reply) { one(reply_body<wire::ok_reply>(reply).ok()); });
+    peer_request(self, r, wire::store{key, version, ttl_ms, true}, value, deadline, std::nullopt,
+                 [one](result<wire::message> reply) { one(reply_body<wire::ok_reply>(reply).ok()); });
   }
 }
 

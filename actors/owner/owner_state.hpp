@@ -15,6 +15,7 @@
 
 #include "actors/owner/eviction.hpp"
 #include "actors/owner/owner.hpp"
+#include "transports/link_manager.hpp"
 
 namespace sluice::owner_detail {
 
@@ -38,6 +39,19 @@ constexpr std::size_t claim_waiters_max = 4096;
 constexpr std::size_t claim_slots_max = 256;
 /// A slot the master would not hand over is not asked for again sooner.
 constexpr std::chrono::seconds claim_retry{1};
+
+/// Another owner, as this one knows it: from locate replies, placements
+/// and the master's member list.
+struct owner_entry {
+  std::string name;
+  std::string address;
+};
+
+/// A frame a relay holds while it asks the master where its target is.
+struct parked_frame {
+  transport::link_id from;
+  wire::message msg;
+};
 
 /// Pool memory a local client writes a new value into, until it commits.
 struct reservation {
@@ -68,8 +82,25 @@ struct owner_state {
   /// last registration.
   bool master_warned = false;
   clock_duration heartbeat_interval = std::chrono::milliseconds{500};
-  /// Links this owner opened to other owners, until they are greeted.
+  /// The latest link this owner opened to each other owner, until it goes down.
   std::map<node_id, transport::link_id> dialing;
+  /// Links this owner closed whose going down is not reported yet.
+  std::set<transport::link_id> closing;
+
+  // --- paths to other owners (owner_links.cpp, owner_relay.cpp) ---
+  links_section links_cfg;
+  transport::link_manager links;
+  /// The other owners this one knows of, by id.
+  std::map<node_id, owner_entry> owners;
+  /// When the master's member list was last asked for, and who waits for
+  /// the answer.
+  clock_time owners_asked{};
+  bool owners_asking = false;
+  std::vector<std::function<void()>> owners_waiters;
+  /// Per peer: which of the candidate relays to try next.
+  std::map<node_id, std::size_t> relay_turn;
+  /// Frames waiting for a member list that says where their target is.
+  std::vector<parked_frame> parked;
   /// Reservations of local clients, by id; dropped with their link.
   std::map<std::uint64_t, reservation> reservations;
   std::uint64_t next_reservation = 1;
@@ -117,6 +148,60 @@ void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handl
 
 /// The link to another owner, opening one when needed.
 result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
+/// Closes a link to another owner; owner_link no longer hands it out.
+void close_link(self_ptr self, transport::link_id link);
+
+// --- paths to other owners (owner_links.cpp) ---
+
+/// Sends `body` (and `payload`) to the owner `to` and hands its reply to
+/// `on_reply`, over the best path the link manager knows: the paths of
+/// its plan in turn, each but the last given [links] timeout to answer,
+/// a path that fails (no answer, link lost, relay refused) demoted on the
+/// way. `into`: where the reply's payload goes (request_options::into).
+void peer_request(self_ptr self, const wire::replica& to, wire::body body, shared_bytes payload,
+                  clock_time deadline, std::optional<transport::receive_slot> into, reply_handler on_reply);
+/// Remembers where another owner is (and its name, when given).
+void learn_owner(self_ptr self, node_id id, const std::string& address, const std::string& name = {});
+/// Asks the master for its member list, unless it was asked lately, then
+/// runs `then` (at once when it was).
+void refresh_owners(self_ptr self, std::function<void()> then);
+/// Tries again the paths whose retry is due (a ping over each).
+void retry_paths(self_ptr self);
+/// How this owner reaches the owners it talked to, for its heartbeat.
+std::vector<wire::link_state> link_report(self_ptr self);
+
+// --- relaying for others (owner_relay.cpp) ---
+
+/// Passes on a frame that arrived for another owner, over this owner's
+/// direct link to it, or answers the sender that it cannot.
+void relay_frame(self_ptr self, transport::link_id from, wire::message msg);
+/// The member list arrived: frames parked for it go on (or are refused).
+void release_parked(self_ptr self);
+
+// --- reads, and transfers between owners (owner_transfer.cpp) ---
+
+/// A value read from another owner into this one's memory.
+struct fetched_value {
+  shared_bytes bytes;
+  /// The bytes lie in room the store reserved: they may stay as a copy.
+  bool reserved = false;
+};
+
+/// Serves a client's get: locates the key, answers from the local copy or
+/// reads the value from a holder (leaving a cached copy when configured).
+void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt);
+/// Reads `size` bytes of `version` of `key` from the owner `from` into this
+/// owner's memory — a region the store reserves when it has room (local
+/// clients read it in place; it may stay as a copy), else the heap — in
+/// pieces of [owner] transfer_chunk, transfer_window of them in flight,
+/// each received straight into its place. `done` gets the bytes or the
+/// first error.
+void fetch_value(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
+                 std::uint64_t size, clock_time deadline, std::function<void(result<fetched_value>)> done);
+/// Answers another owner's fetch / fetch_range from the bytes held here;
+/// the reply's payload is those bytes where they lie.
+void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f);
+void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fetch_range& f);
 
 // --- replicas (owner_replicas.cpp) ---
 

@@ -24,6 +24,21 @@ struct region_hold {
   }
 };
 
+/// A region of `size` bytes that goes back to the pool with its last
+/// reference. Thread-safe.
+result<transport::receive_slot> allocate_slot(const std::shared_ptr<pool_store::shared_pool>& p,
+                                              std::uint64_t size) {
+  result<region> r = error{errc::internal, ""};
+  std::span<std::byte> bytes;
+  {
+    std::lock_guard guard{p->mutex};
+    r = p->memory->allocate(size);
+    if (r) bytes = p->memory->resolve(*r).value();
+  }
+  if (!r) return r.error();
+  return transport::receive_slot{std::make_shared<region_hold>(p, *r), bytes};
+}
+
 }  // namespace
 
 pool_store::pool_store(std::shared_ptr<shared_pool> p) : pool_(std::move(p)) {
@@ -44,15 +59,17 @@ std::optional<wire::pool_region> pool_store::locate(const shared_bytes& bytes) c
 }
 
 result<shared_bytes> pool_store::reserve(std::uint64_t size) {
-  result<region> r = error{errc::internal, ""};
-  std::span<std::byte> bytes;
-  {
-    std::lock_guard guard{pool_->mutex};
-    r = pool_->memory->allocate(size);
-    if (r) bytes = pool_->memory->resolve(*r).value();
-  }
-  if (!r) return r.error();
-  return shared_bytes{std::make_shared<region_hold>(pool_, *r), bytes};
+  auto slot = allocate_slot(pool_, size);
+  if (!slot) return slot.error();
+  return slot->frozen();
+}
+
+transport::payload_allocator pool_store::payload_allocator() const {
+  return [p = pool_](std::uint64_t bytes) -> std::optional<transport::receive_slot> {
+    auto slot = allocate_slot(p, bytes);
+    if (!slot) return std::nullopt;
+    return std::move(*slot);
+  };
 }
 
 result<std::unique_ptr<pool_store>> pool_store::create(const pool_options& options) {
@@ -75,20 +92,13 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
     count_ += 1;
     return {};
   }
-  result<region> r = error{errc::internal, ""};
-  std::span<std::byte> bytes;
-  {
-    std::lock_guard guard{pool_->mutex};
-    r = pool_->memory->allocate(value.size());
-    if (r) bytes = pool_->memory->resolve(*r).value();
-  }
-  if (!r) {
+  auto slot = allocate_slot(pool_, value.size());
+  if (!slot) {
     if (versions.empty()) values_.erase(key);
-    return r.error();
+    return slot.error();
   }
-  if (!value.empty()) std::memcpy(bytes.data(), value.data(), value.size());
-  auto hold = std::make_shared<region_hold>(pool_, *r);
-  versions.emplace(version, shared_bytes{std::move(hold), bytes});
+  if (!value.empty()) std::memcpy(slot->bytes.data(), value.data(), value.size());
+  versions.emplace(version, slot->frozen());
   count_ += 1;
   return {};
 }

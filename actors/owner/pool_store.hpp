@@ -19,6 +19,7 @@
 
 #include "actors/owner/object_store.hpp"
 #include "runtime/memory/pool.hpp"
+#include "transports/transport.hpp"
 
 namespace sluice {
 
@@ -47,6 +48,12 @@ class pool_store final : public object_store {
     const std::byte* base;
   };
   std::vector<segment_info> segments() const;
+  /// Pool regions for payloads a transport receives with no slot posted
+  /// for them (a put's value, a copy to store), so that they land where
+  /// they will be kept: put() keeps such bytes in place. Thread-safe (the
+  /// transport calls it on its I/O thread); keeps the pool alive. Nothing
+  /// when the pool has no room: the transport uses memory of its own.
+  transport::payload_allocator payload_allocator() const;
   pool_stats stats() const;
 
   /// The shared state that regions' bytes keep alive; public for the

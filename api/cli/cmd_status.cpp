@@ -29,6 +29,23 @@ std::string age(std::chrono::microseconds us) {
   return out.str();
 }
 
+nlohmann::json links_json(const member_info& m) {
+  nlohmann::json links = nlohmann::json::array();
+  for (auto& l : m.links) {
+    nlohmann::json paths = nlohmann::json::array();
+    for (auto& p : l.paths) {
+      paths.push_back({{"kind", p.kind},
+                       {"health", p.health},
+                       {"failures", p.failures},
+                       {"retry_in_us", p.retry_in.count()},
+                       {"last_error", p.last_error}});
+    }
+    links.push_back(
+        {{"peer", l.peer_id}, {"peer_name", l.peer_name}, {"active", l.active}, {"via", l.via_id}, {"paths", paths}});
+  }
+  return links;
+}
+
 void print_json(const cluster_status& s) {
   nlohmann::json members = nlohmann::json::array();
   for (auto& m : s.members) {
@@ -45,10 +62,51 @@ void print_json(const cluster_status& s) {
                        {"stored_objects", m.stored_objects},
                        {"home_slots", m.home_slots},
                        {"own_commits", m.own_commits},
-                       {"since_heartbeat_us", m.since_heartbeat.count()}});
+                       {"since_heartbeat_us", m.since_heartbeat.count()},
+                       {"links", links_json(m)}});
   }
   nlohmann::json out = {{"master", s.master_id}, {"objects", s.object_count}, {"members", members}};
   std::cout << out.dump(2) << "\n";
+}
+
+/// A member's name, or its id when the master does not list it.
+std::string name_of(const cluster_status& s, const std::string& id) {
+  for (auto& m : s.members) {
+    if (m.id == id) return m.name;
+  }
+  return id;
+}
+
+/// "tcp down (2 in a row, retry in 1.5s: timeout: ...)", "relay up".
+std::string describe_path(const path_info& p) {
+  std::string out = p.kind + " " + p.health;
+  if (p.health != "down") return out;
+  out += " (" + std::to_string(p.failures) + " in a row";
+  if (p.retry_in.count() > 0) {
+    std::ostringstream retry;
+    retry << std::fixed << std::setprecision(1) << static_cast<double>(p.retry_in.count()) / 1e6 << "s";
+    out += ", retry in " + retry.str();
+  }
+  if (!p.last_error.empty()) out += ": " + p.last_error;
+  return out + ")";
+}
+
+/// How each owner reaches the owners it talked to: one line per pair.
+void print_links(const cluster_status& s) {
+  bool any = false;
+  for (auto& m : s.members) any |= !m.links.empty();
+  if (!any) return;
+  std::printf("\n%-28s %-28s %-6s %-28s %s\n", "LINK FROM", "TO", "USING", "VIA", "PATHS");
+  for (auto& m : s.members) {
+    for (auto& l : m.links) {
+      std::string paths;
+      for (auto& p : l.paths) paths += (paths.empty() ? "" : ", ") + describe_path(p);
+      auto to = l.peer_name.empty() ? name_of(s, l.peer_id) : l.peer_name;
+      auto via = l.via_id.empty() ? std::string{"-"} : name_of(s, l.via_id);
+      std::printf("%-28s %-28s %-6s %-28s %s\n", m.name.c_str(), to.c_str(),
+                  l.active.empty() ? "-" : l.active.c_str(), via.c_str(), paths.c_str());
+    }
+  }
 }
 
 void print_table(const cluster_status& s) {
@@ -63,6 +121,7 @@ void print_table(const cluster_status& s) {
                 format_size(m.capacity_bytes).c_str(), static_cast<unsigned long long>(m.evictions),
                 m.home_slots, age(m.since_heartbeat).c_str());
   }
+  print_links(s);
   std::fflush(stdout);
 }
 

@@ -137,6 +137,14 @@ result<cluster_status> to_status(result<wire::message>& reply) {
     info.home_slots = m.home_slots;
     info.own_commits = m.own_commits;
     info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
+    for (auto& l : m.links) {
+      link_info link{l.peer.to_string(), l.peer_name, l.active, l.via.value == 0 ? "" : l.via.to_string(), {}};
+      for (auto& p : l.paths) {
+        link.paths.push_back(path_info{p.kind, p.health, p.failures, std::chrono::microseconds{p.retry_in_us},
+                                       p.last_error});
+      }
+      info.links.push_back(std::move(link));
+    }
     out.members.push_back(std::move(info));
   }
   return out;

@@ -17,6 +17,7 @@
 #include "runtime/storage/sqlite_store.hpp"
 #include "runtime/units.hpp"
 #include "actors/owner/pool_store.hpp"
+#include "transports/rdma/rdma.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_server.hpp"
 #include "transports/tcp/tcp_address.hpp"
@@ -49,6 +50,24 @@ result<std::unique_ptr<durable_store>> open_master_store(const master_section& c
   return std::unique_ptr<durable_store>{std::move(*store)};
 }
 
+/// Says once, as an owner starts, whether this host could use RDMA and
+/// what owners move values over.
+void report_rdma() {
+  auto found = transport::rdma::probe();
+  auto log = get_logger("rdma");
+  if (!found.usable()) {
+    log->info("{}; owners move values between hosts over tcp", found.why_not);
+    return;
+  }
+  for (auto& d : found.devices) {
+    if (!d.port_active) continue;
+    log->info("device {} has port {} active; owners still move values over tcp (the owner does not use rdma "
+              "yet, see docs/rdma.md)",
+              d.name, d.port);
+    return;
+  }
+}
+
 }  // namespace
 
 void node_host::make_system(std::uint32_t threads) {
@@ -72,7 +91,9 @@ result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, ro
   limits.frame.max_envelope_bytes = cfg.wire.max_envelope_bytes;
   limits.frame.max_payload_bytes = cfg.wire.max_payload_bytes;
   host->net_ = std::make_unique<transport::network>();
-  host->net_->add(tcp_tag, std::make_unique<transport::tcp_transport>(tcp_tag, *host->sink_, limits));
+  auto tcp = std::make_unique<transport::tcp_transport>(tcp_tag, *host->sink_, limits);
+  host->tcp_ = tcp.get();
+  host->net_->add(tcp_tag, std::move(tcp));
   if (where.hub != nullptr) {
     host->net_->add(inproc_tag, std::make_unique<transport::inproc_transport>(
                                     inproc_tag, *host->sink_, *where.hub, limits));
@@ -99,7 +120,8 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   // The fast path shares the store with the owner actor (it is thread-safe).
   // The owner actor's clock is the steady clock: the fast path checks the
   // lease against the same one.
-  std::shared_ptr<object_store> values{std::move(*store)};
+  std::shared_ptr<pool_store> pool{std::move(*store)};
+  std::shared_ptr<object_store> values = pool;
   shm.fast_path = [index = index_, values, sink = sink_.get(), self = id_](
                       transport::link_id link, const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
     auto answer = serve_fast(*index, values.get(), self, link, frame, std::chrono::steady_clock::now());
@@ -108,6 +130,8 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
     return transport::fast_taken{std::move(answer->reply)};
   };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
+  // Values that arrive over TCP land in the pool, where they are kept.
+  tcp_->set_payload_allocator(pool->payload_allocator());
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
     return fail(bound.code(), "cannot open the shm socket " + shm_address_ + ": " + bound.error().message());
@@ -180,9 +204,11 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   auto& h = **host;
   if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
+  report_rdma();
   owner_deps deps;
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
+  deps.links = cfg.links;
   deps.net = h.net_.get();
   h.index_ = std::make_shared<fast_index>();
   auto store = h.open_pool(cfg);

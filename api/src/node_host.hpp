@@ -22,6 +22,7 @@
 
 namespace sluice::transport {
 class shm_client;
+class tcp_transport;
 }  // namespace sluice::transport
 
 namespace sluice {
@@ -80,6 +81,7 @@ class node_host {
   std::string advertise_;
   std::string shm_address_;
   transport::shm_client* shm_client_ = nullptr;  // owned by net_
+  transport::tcp_transport* tcp_ = nullptr;       // owned by net_
   std::shared_ptr<fast_index> index_;             // owners: the fast path
   transport::transport_limits limits_;
   /// The master's durable state (null: none); outlives the actor system.

@@ -33,10 +33,15 @@ constexpr std::uint64_t envelope_bytes_min = 64;
 constexpr std::size_t suggestion_distance_max = 2;
 constexpr std::uint32_t threads_min = 1;
 constexpr std::uint32_t threads_max = 64;
+// Below this a transfer's pieces cost more in round trips than they move.
+constexpr std::uint64_t transfer_chunk_bytes_min = 4096;
+// Pieces of one transfer in flight: beyond this the window only holds memory.
+constexpr std::int64_t transfer_window_max = 64;
 
 constexpr std::array<std::string_view, 6> log_levels{"trace", "debug", "info",
                                                      "warn",  "error", "off"};
 constexpr std::array<std::string_view, 3> placement_names{"local-first", "random", "most-free"};
+constexpr std::array<std::string_view, 4> path_names{"shm", "rdma", "tcp", "relay"};
 
 // ---- Error messages -------------------------------------------------------
 
@@ -218,6 +223,29 @@ result<placement_policy> read_placement(const toml::node& value, const key_ref& 
   return policy;
 }
 
+/// The order of paths: an array of distinct path names that names tcp.
+result<std::vector<std::string>> read_path_order(const toml::node& value, const key_ref& key) {
+  const auto* list = value.as_array();
+  if (list == nullptr) return must_be(key, "an array of path names such as [\"rdma\", \"tcp\", \"relay\"]", value);
+  std::vector<std::string> out;
+  for (const auto& item : *list) {
+    auto name = read_string(item, key);
+    if (!name) return std::move(name).error();
+    if (std::find(path_names.begin(), path_names.end(), *name) == path_names.end()) {
+      return invalid(key, fmt::format("unknown path '{}'; accepted: shm, rdma, tcp, relay{}", *name,
+                                      did_you_mean(*name, path_names)));
+    }
+    if (std::find(out.begin(), out.end(), *name) != out.end()) {
+      return invalid(key, fmt::format("path '{}' is listed twice", *name));
+    }
+    out.push_back(*name);
+  }
+  if (std::find(out.begin(), out.end(), "tcp") == out.end()) {
+    return invalid(key, "must name \"tcp\": relays and RDMA set-up start from direct TCP links");
+  }
+  return out;
+}
+
 // Readers with the bounds of one key, so the schema below stays one line a key.
 result<std::uint64_t> read_nonzero_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, 1);
@@ -230,6 +258,12 @@ result<std::int64_t> read_seed(const toml::node& value, const key_ref& key) {
 }
 result<std::int64_t> read_threads(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, threads_min, threads_max);
+}
+result<std::uint64_t> read_chunk_size(const toml::node& value, const key_ref& key) {
+  return read_size(value, key, transfer_chunk_bytes_min);
+}
+result<std::int64_t> read_window(const toml::node& value, const key_ref& key) {
+  return read_integer(value, key, 1, transfer_window_max);
 }
 
 // ---- The schema: one table per section ------------------------------------
@@ -295,6 +329,15 @@ constexpr key_spec owner_keys[] = {
     {"client_timeout", store<&node_config::owner, &owner_section::client_timeout, read_duration>},
     {"fast_puts", store<&node_config::owner, &owner_section::fast_puts, read_bool>},
     {"commit_report_delay", store<&node_config::owner, &owner_section::commit_report_delay, read_duration>},
+    {"transfer_chunk", store<&node_config::owner, &owner_section::transfer_chunk_bytes, read_chunk_size>},
+    {"transfer_window", store<&node_config::owner, &owner_section::transfer_window, read_window>},
+    {"cache_remote", store<&node_config::owner, &owner_section::cache_remote, read_bool>},
+};
+constexpr key_spec links_keys[] = {
+    {"order", store<&node_config::links, &links_section::order, read_path_order>},
+    {"timeout", store<&node_config::links, &links_section::timeout, read_duration>},
+    {"retry", store<&node_config::links, &links_section::retry, read_duration>},
+    {"retry_max", store<&node_config::links, &links_section::retry_max, read_duration>},
 };
 constexpr key_spec client_keys[] = {
     {"request_timeout",
@@ -307,7 +350,8 @@ constexpr key_spec log_keys[] = {
 
 constexpr section_spec sections[] = {
     {"node", node_keys},   {"wire", wire_keys},     {"master", master_keys},
-    {"owner", owner_keys}, {"client", client_keys}, {"log", log_keys},
+    {"owner", owner_keys}, {"links", links_keys},   {"client", client_keys},
+    {"log", log_keys},
 };
 
 const section_spec* find_section(std::string_view name) {
@@ -451,6 +495,21 @@ result<void> check_across_keys(std::string_view source, const toml::table& doc,
                     "could never be sent in one frame",
                     location(source, at), format_size(c.owner.max_value_bytes),
                     format_size(c.wire.max_payload_bytes)));
+  }
+  if (c.links.retry_max < c.links.retry) {
+    auto at = position_of(doc, {"links.retry_max", "links.retry"});
+    return fail(errc::invalid_argument,
+                fmt::format("{}links.retry_max ({}) must not be below links.retry ({}): the wait between retries "
+                            "grows from retry up to retry_max",
+                            location(source, at), format_duration(c.links.retry_max), format_duration(c.links.retry)));
+  }
+  if (c.owner.transfer_chunk_bytes > c.wire.max_payload_bytes) {
+    auto at = position_of(doc, {"owner.transfer_chunk", "wire.max_payload"});
+    return fail(errc::invalid_argument,
+                fmt::format("{}owner.transfer_chunk ({}) must not exceed wire.max_payload ({}); each piece "
+                            "travels as one frame",
+                            location(source, at), format_size(c.owner.transfer_chunk_bytes),
+                            format_size(c.wire.max_payload_bytes)));
   }
   return {};
 }

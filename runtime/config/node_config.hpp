@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -108,6 +109,30 @@ struct owner_section {
   /// reports them to the master (anything it asks the master sends them
   /// at once).
   microseconds commit_report_delay{200};
+  /// A value read from another owner moves in pieces of this size, each
+  /// received straight into its place in this owner's pool.
+  std::uint64_t transfer_chunk_bytes = 4ULL << 20;
+  /// Pieces of one transfer in flight at once (pipelining hides the round
+  /// trip between pieces).
+  std::uint32_t transfer_window = 4;
+  /// A value read from another owner stays here as a copy registered with
+  /// the master, so the next read of it on this host is local.
+  bool cache_remote = true;
+};
+
+/// How an owner reaches other owners: its link manager's settings.
+struct links_section {
+  /// The paths to use, best first: "rdma", "tcp", "relay" (and "shm",
+  /// which never applies between owners). Must name "tcp": relays and
+  /// RDMA set-up start from direct TCP links.
+  std::vector<std::string> order{"rdma", "tcp", "relay"};
+  /// A request on a path other than the last one left waits this long for
+  /// its answer; then the path is demoted and the next one is tried.
+  microseconds timeout{1'000'000};
+  /// A demoted path is tried again this long after it failed; each
+  /// further failure doubles the wait, up to retry_max.
+  microseconds retry{1'000'000};
+  microseconds retry_max{30'000'000};
 };
 
 struct client_section {
@@ -127,6 +152,7 @@ struct node_config {
   wire_section wire;
   master_section master;
   owner_section owner;
+  links_section links;
   client_section client;
   log_section log;
 };

@@ -9,45 +9,13 @@
 
 #include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
+#include "runtime/wire/codec_detail.hpp"
 #include "sluice.capnp.h"
 
 namespace sluice::wire {
 namespace {
 
-namespace s = schema;
-
-// --- small conversions ------------------------------------------------------
-
-capnp::Data::Reader as_data(const std::string& text) {
-  return {reinterpret_cast<const kj::byte*>(text.data()), text.size()};
-}
-
-std::string from_data(capnp::Data::Reader data) {
-  return {reinterpret_cast<const char*>(data.begin()), data.size()};
-}
-
-std::string from_text(capnp::Text::Reader text) {
-  return {text.begin(), text.size()};
-}
-
-s::Role to_schema(role r) {
-  switch (r) {
-    case role::master: return s::Role::MASTER;
-    case role::owner: return s::Role::OWNER;
-    case role::client: return s::Role::CLIENT;
-    case role::unknown: break;
-  }
-  return s::Role::UNKNOWN;
-}
-
-role from_schema(s::Role r) {
-  switch (r) {
-    case s::Role::MASTER: return role::master;
-    case s::Role::OWNER: return role::owner;
-    case s::Role::CLIENT: return role::client;
-    default: return role::unknown;
-  }
-}
+using namespace codec_detail;
 
 template <class B>
 void set_key_version(B b, const std::string& key, std::uint64_t version) {
@@ -65,30 +33,6 @@ replica read_replica(s::Replica::Reader r) {
 }
 
 // --- encoding ---------------------------------------------------------------
-
-void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& x) {
-  b.setMaster(x.master.value);
-  b.setObjectCount(x.object_count);
-  auto list = b.initMembers(static_cast<unsigned>(x.members.size()));
-  for (unsigned i = 0; i < x.members.size(); ++i) {
-    const auto& m = x.members[i];
-    auto out = list[i];
-    out.setId(m.id.value);
-    out.setRole(to_schema(m.member_role));
-    out.setName(m.name);
-    out.setAddress(m.address);
-    out.setState(m.state == member_state::up ? s::MemberState::UP : s::MemberState::DOWN);
-    out.setCapacityBytes(m.capacity_bytes);
-    out.setUsedBytes(m.used_bytes);
-    out.setObjectCount(m.object_count);
-    out.setLastHeartbeatAgeUs(m.last_heartbeat_age_us);
-    out.setEvictions(m.evictions);
-    out.setStoredBytes(m.stored_bytes);
-    out.setStoredObjects(m.stored_objects);
-    out.setHomeSlots(m.home_slots);
-    out.setOwnCommits(m.own_commits);
-  }
-}
 
 void write_body(s::Envelope::Body::Builder b, const body& msg) {
   std::visit(
@@ -127,6 +71,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             h.setEvictions(x.evictions);
             auto list = h.initSessions(static_cast<unsigned>(x.sessions.size()));
             for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
+            write_links(h.initLinks(static_cast<unsigned>(x.links.size())), x.links);
           },
           [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
           [&](const place& x) {
@@ -304,36 +249,17 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           },
           [&](const barrier&) { b.setBarrier(); },
           [&](const flushed& x) { b.setFlushed(x.seq); },
+          [&](const fetch_range& x) {
+            auto f = b.initFetchRange();
+            set_key_version(f, x.key, x.version);
+            f.setOffset(x.offset);
+            f.setLength(x.length);
+          },
       },
       msg);
 }
 
 // --- decoding ---------------------------------------------------------------
-
-cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
-  cluster_status_reply out;
-  out.master = node_id{r.getMaster()};
-  out.object_count = r.getObjectCount();
-  for (auto m : r.getMembers()) {
-    member_status x;
-    x.id = node_id{m.getId()};
-    x.member_role = from_schema(m.getRole());
-    x.name = from_text(m.getName());
-    x.address = from_text(m.getAddress());
-    x.state = m.getState() == s::MemberState::UP ? member_state::up : member_state::down;
-    x.capacity_bytes = m.getCapacityBytes();
-    x.used_bytes = m.getUsedBytes();
-    x.object_count = m.getObjectCount();
-    x.last_heartbeat_age_us = m.getLastHeartbeatAgeUs();
-    x.evictions = m.getEvictions();
-    x.stored_bytes = m.getStoredBytes();
-    x.stored_objects = m.getStoredObjects();
-    x.home_slots = m.getHomeSlots();
-    x.own_commits = m.getOwnCommits();
-    out.members.push_back(std::move(x));
-  }
-  return out;
-}
 
 result<body> read_body(s::Envelope::Body::Reader b) {
   using W = s::Envelope::Body::Which;
@@ -361,7 +287,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
-      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}};
+      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks())};
       for (auto s : h.getSessions()) out.sessions.push_back(s);
       return body{std::move(out)};
     }
@@ -522,6 +448,10 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     }
     case W::BARRIER: return body{barrier{}};
     case W::FLUSHED: return body{flushed{b.getFlushed()}};
+    case W::FETCH_RANGE: {
+      auto f = b.getFetchRange();
+      return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength()}};
+    }
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -624,6 +554,27 @@ result<message> decode(inbound_frame frame) {
   }
 }
 
+std::optional<std::uint64_t> peek_reply_to(std::span<const std::byte> envelope) {
+  SLUICE_ASSERT(reinterpret_cast<std::uintptr_t>(envelope.data()) % 8 == 0);
+  SLUICE_ASSERT(envelope.size() % 8 == 0);
+  kj::ArrayPtr<const capnp::word> words{reinterpret_cast<const capnp::word*>(envelope.data()),
+                                        envelope.size() / sizeof(capnp::word)};
+  if (words.size() == 0) return std::nullopt;
+  std::uint32_t last_segment = 0;
+  std::memcpy(&last_segment, envelope.data(), sizeof last_segment);
+  if (segment_table_words(std::size_t{last_segment} + 1) > words.size()) return std::nullopt;
+  capnp::ReaderOptions options;
+  // Only the root struct's data section is read.
+  options.traversalLimitInWords = words.size() + 64;
+  options.nestingLimit = 4;
+  try {
+    capnp::FlatArrayMessageReader reader{words, options};
+    return reader.getRoot<s::Envelope>().getReplyTo();
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
 result<message> decode_bytes(std::span<const std::byte> bytes, const frame_limits& limits) {
   if (bytes.size() < frame_header_bytes) {
     return fail(errc::protocol, "frame of " + std::to_string(bytes.size()) +
@@ -669,7 +620,8 @@ std::string_view body_name(const body& b) noexcept {
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
       "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
-      "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed"};
+      "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed",
+      "fetch_range"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   return names[b.index()];
 }

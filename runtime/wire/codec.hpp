@@ -22,6 +22,13 @@ outbound_frame encode(const envelope& env, shared_bytes payload = {});
 /// the reader walk more than a small multiple of the bytes it sent.
 result<message> decode(inbound_frame frame);
 
+/// The reply_to field of an envelope not yet decoded (0 for a request or
+/// notification), read without decoding the body: a transport uses it to
+/// find where a reply's payload goes before the payload arrives. Nothing
+/// when the envelope is malformed (decode() then says why).
+/// REQUIRES: `envelope` is 8-byte aligned and a multiple of 8 bytes long.
+std::optional<std::uint64_t> peek_reply_to(std::span<const std::byte> envelope);
+
 /// Decodes one whole frame held in `bytes` (header, envelope, payload), for
 /// tests, fuzzing and tools. Copies the envelope into an aligned buffer
 /// and the payload into its own buffer.

@@ -68,6 +68,24 @@ struct register_owner_reply {
   std::uint64_t lease_us = 0;
 };
 
+/// One way an owner reaches a peer (its link manager's view).
+struct path_state {
+  std::string kind;    ///< "rdma", "tcp", "relay"
+  std::string health;  ///< "untried", "up", "down"
+  std::uint32_t failures = 0;  ///< in a row
+  std::uint64_t retry_in_us = 0;  ///< down: until the next retry
+  std::string last_error;
+};
+
+/// How an owner reaches one other owner.
+struct link_state {
+  node_id peer;
+  std::string peer_name;
+  std::string active;  ///< the path traffic takes now ("": none)
+  node_id via;         ///< the owner that relayed to the peer last
+  std::vector<path_state> paths;  ///< in the owner's order of preference
+};
+
 struct heartbeat {
   std::uint64_t used_bytes = 0;
   std::uint64_t object_count = 0;
@@ -75,6 +93,8 @@ struct heartbeat {
   /// Node ids of the clients connected to the owner now: their sessions
   /// live; pins of other sessions through this owner lapse.
   std::vector<std::uint64_t> sessions;
+  /// How the owner reaches the other owners it talked to.
+  std::vector<link_state> links;
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -236,6 +256,17 @@ struct fetch {
 
 struct fetch_reply {
   std::uint64_t version = 0;
+};
+
+/// Asks a holder for bytes [offset, offset + length) of `version` of
+/// `key`; answered with fetch_reply, the bytes as the frame payload. A
+/// large value moves as several of these in flight at once, each received
+/// straight into its place in the reader's pool region.
+struct fetch_range {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
 };
 
 /// Stores the frame payload as `version` of `key` on the receiving owner,
@@ -437,6 +468,7 @@ struct member_status {
   std::uint64_t stored_objects = 0;
   std::uint32_t home_slots = 0;      ///< key slots whose puts the owner commits itself
   std::uint64_t own_commits = 0;     ///< puts it committed itself that the master applied
+  std::vector<link_state> links;     ///< as the owner last reported
 };
 
 struct cluster_status {};
@@ -462,7 +494,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
                           inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
-                          barrier, flushed>;
+                          barrier, flushed, fetch_range>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

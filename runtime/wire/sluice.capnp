@@ -76,6 +76,7 @@ struct Envelope {
     ownerCommitsReply @60 :List(KeyVersion);  # refused: free these versions
     barrier @61 :Void;
     flushed @62 :UInt64;             # reply to invalidate and barrier: the owner's commits through this sequence number were sent
+    fetchRange @64 :FetchRange;      # answered with fetchReply, the bytes as payload
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -113,6 +114,15 @@ struct Key {
 struct KeyVersion {
   key @0 :Data;
   version @1 :UInt64;
+}
+
+# One piece of a version's bytes: [offset, offset + length). Owners move
+# large values as several of these in flight at once.
+struct FetchRange {
+  key @0 :Data;
+  version @1 :UInt64;
+  offset @2 :UInt64;
+  length @3 :UInt64;
 }
 
 struct KeySize {
@@ -257,6 +267,24 @@ struct Heartbeat {
   objectCount @1 :UInt64;
   evictions @2 :UInt64;    # values the owner evicted since it started
   sessions @3 :List(UInt64);  # node ids of the clients connected to the owner now
+  links @4 :List(LinkState);  # how the owner reaches the other owners it talked to
+}
+
+# One way an owner reaches a peer, as its link manager sees it.
+struct PathState {
+  kind @0 :Text;           # "rdma", "tcp", "relay"
+  health @1 :Text;         # "untried", "up", "down"
+  failures @2 :UInt32;     # failures in a row
+  retryInUs @3 :UInt64;    # down: until the next retry
+  lastError @4 :Text;
+}
+
+struct LinkState {
+  peer @0 :UInt64;         # the other owner's node id
+  peerName @1 :Text;
+  active @2 :Text;         # the path traffic takes now ("": none)
+  via @3 :UInt64;          # the owner that relayed to the peer last (0: none)
+  paths @4 :List(PathState);  # in the owner's order of preference
 }
 
 struct HeartbeatReply {
@@ -317,6 +345,7 @@ struct MemberStatus {
   storedObjects @11 :UInt64;
   homeSlots @12 :UInt32;      # key slots whose puts the owner commits itself
   ownCommits @13 :UInt64;     # puts the owner committed itself that the master applied
+  links @14 :List(LinkState);  # as the owner last reported
 }
 
 struct ClusterStatusReply {

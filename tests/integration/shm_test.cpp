@@ -9,14 +9,14 @@
 #include <thread>
 
 #include "sluice/client.hpp"
-#include "tests/support/process.hpp"
+#include "tests/support/nodes.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using sluice::test::process;
 
-const std::string sluice_bin = SLUICE_BINARY;
+using sluice::test::sluice_bin;
 const std::string child_bin = SLUICE_TEST_CHILD;
 
 struct cluster_proc {
@@ -27,12 +27,8 @@ struct cluster_proc {
 cluster_proc start_up(const std::string& config_text = {}) {
   std::vector<std::string> args{"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"};
   if (!config_text.empty()) {
-    auto path = sluice::test::temp_path("up.toml");
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    std::fputs(config_text.c_str(), f);
-    std::fclose(f);
     args.push_back("--config");
-    args.push_back(path);
+    args.push_back(sluice::test::write_config(config_text));
   }
   cluster_proc c;
   c.proc = std::make_unique<process>(sluice_bin, args, sluice::test::temp_path("up.log"));
@@ -41,14 +37,6 @@ cluster_proc start_up(const std::string& config_text = {}) {
   c.address = sluice::test::address_in(*line);
   REQUIRE(!c.address.empty());
   return c;
-}
-
-std::unique_ptr<sluice::client> connect_shm(const std::string& address) {
-  sluice::client_options options;
-  options.transport = sluice::client_transport::shared_memory;
-  auto c = sluice::client::connect(address, options);
-  REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
-  return std::move(*c);
 }
 
 /// Retries `put` until it succeeds (memory a dead process held comes back
@@ -101,7 +89,7 @@ TEST_CASE("shm: several client processes put and get concurrently on one owner, 
 TEST_CASE("shm: a client killed in the middle of a put loses nothing committed and its memory comes back") {
   // Without eviction: "keep" must survive whatever the pool goes through.
   auto up = start_up("[owner]\ncapacity = \"8MiB\"\neviction = \"none\"\n");
-  auto kv = connect_shm(up.address);
+  auto kv = sluice::test::connect_shm(up.address);
   std::string keep(1 << 20, 'k');
   REQUIRE(kv->put("keep", keep).ok());
   process child{child_bin, {up.address, "reserve", "half-written", std::to_string(6 << 20)}};
@@ -118,7 +106,7 @@ TEST_CASE("shm: a client killed in the middle of a put loses nothing committed a
 
 TEST_CASE("shm: a client killed while it reads a value holds nothing after it dies") {
   auto up = start_up("[owner]\ncapacity = \"8MiB\"\n");
-  auto kv = connect_shm(up.address);
+  auto kv = sluice::test::connect_shm(up.address);
   REQUIRE(kv->put("read", std::string(5 << 20, 'r')).ok());
   process child{child_bin, {up.address, "hold", "read"}};
   auto ready = child.read_line(10s);
@@ -135,7 +123,7 @@ TEST_CASE("shm: a client killed while it reads a value holds nothing after it di
 
 TEST_CASE("shm: a client killed while it pins a key: its pin lapses and the key can be evicted") {
   auto up = start_up("[master]\nheartbeat_interval = \"100ms\"\n[owner]\ncapacity = \"8MiB\"\n");
-  auto kv = connect_shm(up.address);
+  auto kv = sluice::test::connect_shm(up.address);
   REQUIRE(kv->put("pinned", std::string(1 << 20, 'p')).ok());
   process child{child_bin, {up.address, "pin", "pinned"}};
   REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});
@@ -151,7 +139,7 @@ TEST_CASE("shm: a client killed while it pins a key: its pin lapses and the key 
 
 TEST_CASE("shm: a client that stops answering loses its session, and its pin lapses though its connection stays open") {
   auto up = start_up("[master]\nheartbeat_interval = \"100ms\"\n[owner]\ncapacity = \"8MiB\"\nclient_timeout = \"600ms\"\n");
-  auto kv = connect_shm(up.address);
+  auto kv = sluice::test::connect_shm(up.address);
   REQUIRE(kv->put("pinned", std::string(1 << 20, 'p')).ok());
   process child{child_bin, {up.address, "pin", "pinned"}};
   REQUIRE(child.read_line(10s) == std::optional<std::string>{"ready"});

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 using namespace std::chrono_literals;
 using sluice::errc;
@@ -73,6 +74,15 @@ master = "10.0.0.1:7400"
 capacity = "16GiB"
 max_value = "1GiB"
 reconnect_interval = "2s"
+transfer_chunk = "8MiB"
+transfer_window = 6
+cache_remote = false
+
+[links]
+order = ["tcp", "relay"]
+timeout = "250ms"
+retry = "2s"
+retry_max = "1m"
 
 [client]
 request_timeout = "30s"
@@ -103,6 +113,13 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.owner.capacity_bytes == 1ULL << 30);
   CHECK(c.owner.max_value_bytes == 256ULL << 20);
   CHECK(c.owner.reconnect_interval == 1s);
+  CHECK(c.owner.transfer_chunk_bytes == 4ULL << 20);
+  CHECK(c.owner.transfer_window == 4);
+  CHECK(c.owner.cache_remote);
+  CHECK(c.links.order == std::vector<std::string>{"rdma", "tcp", "relay"});
+  CHECK(c.links.timeout == 1s);
+  CHECK(c.links.retry == 1s);
+  CHECK(c.links.retry_max == 30s);
   CHECK(c.client.request_timeout == 5s);
   CHECK(c.log.level == "info");
 }
@@ -132,6 +149,13 @@ TEST_CASE("config: every key is read into its field") {
   CHECK(c.owner.capacity_bytes == 16ULL << 30);
   CHECK(c.owner.max_value_bytes == 1ULL << 30);
   CHECK(c.owner.reconnect_interval == 2s);
+  CHECK(c.owner.transfer_chunk_bytes == 8ULL << 20);
+  CHECK(c.owner.transfer_window == 6);
+  CHECK_FALSE(c.owner.cache_remote);
+  CHECK(c.links.order == std::vector<std::string>{"tcp", "relay"});
+  CHECK(c.links.timeout == 250ms);
+  CHECK(c.links.retry == 2s);
+  CHECK(c.links.retry_max == 60s);
   CHECK(c.client.request_timeout == 30s);
   CHECK(c.log.level == "debug");
 }
@@ -194,7 +218,7 @@ TEST_CASE("config: an unknown section is rejected with a suggestion") {
 TEST_CASE("config: an unknown section with no close match lists the sections") {
   auto message = failure(load_config_string("[storage]\npath = \"/tmp\"\n"));
   CHECK(contains(message, "unknown section 'storage'"));
-  CHECK(contains(message, "node, wire, master, owner, client, log"));
+  CHECK(contains(message, "node, wire, master, owner, links, client, log"));
 }
 
 TEST_CASE("config: a key outside any section is rejected, pointing at its section") {
@@ -301,6 +325,35 @@ TEST_CASE("config: the largest value must fit in the largest wire payload") {
   auto defaulted = failure(load_config_string("[wire]\nmax_payload = \"1MiB\"\n", "node.toml"));
   CHECK(contains(defaulted, "node.toml:2:15:"));
   CHECK(load_config_string("[wire]\nmax_payload = \"256MiB\"\n").ok());
+}
+
+TEST_CASE("config: a transfer piece is at least 4 KiB and fits in one wire payload, and the window is 1 to 64") {
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_chunk = \"1KiB\"\n")),
+                 "key 'owner.transfer_chunk': must be at least 4 KiB"));
+  auto message = failure(load_config_string("[wire]\nmax_payload = \"512MiB\"\n[owner]\nmax_value = \"8MiB\"\n"
+                                            "transfer_chunk = \"1GiB\"\n"));
+  CHECK(contains(message, "owner.transfer_chunk (1 GiB) must not exceed wire.max_payload (512 MiB)"));
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_window = 0\n")), "must be from 1 to 64, found 0"));
+  CHECK(contains(failure(load_config_string("[owner]\ntransfer_window = 65\n")), "must be from 1 to 64, found 65"));
+  CHECK(contains(failure(load_config_string("[owner]\ncache_remote = \"yes\"\n")), "must be true or false"));
+  CHECK(load_config_string("[owner]\ntransfer_chunk = \"4KiB\"\ntransfer_window = 64\n").ok());
+}
+
+TEST_CASE("config: the path order names known paths once each, tcp among them") {
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"udp\"]\n")),
+                 "unknown path 'udp'; accepted: shm, rdma, tcp, relay"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"relya\"]\n")), "did you mean 'relay'?"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", \"tcp\"]\n")), "path 'tcp' is listed twice"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"rdma\", \"relay\"]\n")), "must name \"tcp\""));
+  CHECK(contains(failure(load_config_string("[links]\norder = \"tcp\"\n")), "must be an array of path names"));
+  CHECK(contains(failure(load_config_string("[links]\norder = [\"tcp\", 3]\n")), "must be a string, found an integer"));
+  CHECK(load_config_string("[links]\norder = [\"tcp\"]\n").ok());
+}
+
+TEST_CASE("config: the longest wait between retries of a path is not below the first") {
+  auto message = failure(load_config_string("[links]\nretry = \"10s\"\nretry_max = \"5s\"\n"));
+  CHECK(contains(message, "links.retry_max (5s) must not be below links.retry (10s)"));
+  CHECK(load_config_string("[links]\nretry = \"5s\"\nretry_max = \"5s\"\n").ok());
 }
 
 TEST_CASE("config: the placement policy is local-first or random") {

@@ -22,12 +22,14 @@ inline const std::string sluice_bin = SLUICE_BINARY;
 struct node_proc {
   std::unique_ptr<process> proc;
   std::string address;
+  std::string log;  ///< where its stderr (its log) goes
 };
 
 inline node_proc start_node(std::vector<std::string> args) {
   using namespace std::chrono_literals;
   node_proc n;
-  n.proc = std::make_unique<process>(sluice_bin, std::move(args), temp_path("node.log"));
+  n.log = temp_path("node.log");
+  n.proc = std::make_unique<process>(sluice_bin, std::move(args), n.log);
   auto line = n.proc->read_line(10s);
   REQUIRE_MESSAGE(line.has_value(), "the node printed no address line");
   n.address = address_in(*line);
@@ -35,8 +37,27 @@ inline node_proc start_node(std::vector<std::string> args) {
   return n;
 }
 
+/// Writes `text` to a fresh TOML file and returns its path.
+inline std::string write_config(const std::string& text) {
+  auto path = temp_path("node.toml");
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
 inline std::unique_ptr<client> connect(const std::string& address) {
   auto c = client::connect(address);
+  REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
+  return std::move(*c);
+}
+
+/// A client of the owner at `address` over shared memory only.
+inline std::unique_ptr<client> connect_shm(const std::string& address) {
+  client_options options;
+  options.transport = client_transport::shared_memory;
+  auto c = client::connect(address, options);
   REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
   return std::move(*c);
 }
@@ -60,16 +81,6 @@ inline std::size_t count_up(const cluster_status& s) {
   std::size_t n = 0;
   for (auto& m : s.members) n += m.up ? 1 : 0;
   return n;
-}
-
-/// Writes `text` to a fresh temporary file (a config, say); returns its path.
-inline std::string write_temp_file(const std::string& stem, const std::string& text) {
-  auto path = temp_path(stem);
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  REQUIRE(f != nullptr);
-  std::fputs(text.c_str(), f);
-  std::fclose(f);
-  return path;
 }
 
 /// Bytes that differ by size and seed, so a wrong value never matches.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/transports/tcp_pair.hpp"
 #include "tests/transports/test_sink.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
@@ -20,8 +21,6 @@ namespace {
 
 using namespace testing;
 
-constexpr std::uint16_t tag_a = 1;
-constexpr std::uint16_t tag_b = 2;
 
 std::uint16_t port_of(const std::string& address) {
   return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
@@ -96,25 +95,6 @@ class raw_socket {
     return address;
   }
   int fd_;
-};
-
-// Two transports, b listening, a connected to it; both links up.
-struct linked_pair {
-  recording_sink sink_a;
-  recording_sink sink_b;
-  tcp_transport a;
-  tcp_transport b;
-  std::string address;
-  link_id a_link = 0;
-  link_id b_link = 0;
-
-  explicit linked_pair(transport_limits limits = {})
-      : a(tag_a, sink_a, limits), b(tag_b, sink_b, limits) {
-    address = b.listen("127.0.0.1:0").value();
-    a_link = a.connect(address).value();
-    REQUIRE(sink_a.wait_link_up(a_link));
-    b_link = sink_b.wait_up().value();
-  }
 };
 
 }  // namespace

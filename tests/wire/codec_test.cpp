@@ -42,7 +42,9 @@ auto fields(const register_owner& x) {
   return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts, x.commits_from);
 }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
-auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions); }
+auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error); }
+auto fields(const link_state& x) { return std::tie(x.peer, x.peer_name, x.active, x.via, x.paths); }
+auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
 auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
@@ -87,10 +89,11 @@ auto fields(const owner_commits& x) { return std::tie(x.first_seq, x.entries); }
 auto fields(const owner_commits_reply& x) { return std::tie(x.refused); }
 auto fields(const barrier&) { return std::tie(); }
 auto fields(const flushed& x) { return std::tie(x.seq); }
+auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
-                  x.home_slots, x.own_commits);
+                  x.home_slots, x.own_commits, x.links);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
@@ -160,6 +163,12 @@ member_status sample_member(std::uint64_t i) {
   m.stored_objects = i * 4;
   m.home_slots = static_cast<std::uint32_t>(i % 1025);
   m.own_commits = i * 1'000'003;
+  if (i % 5 == 1) {
+    m.links.push_back(link_state{node_id{i + 100}, "owner-" + std::to_string(i), "relay", node_id{i + 7},
+                                 {path_state{"tcp", "down", 3, 4'000'000, "timeout: no reply before the deadline"},
+                                  path_state{"relay", "up", 0, 0, ""}}});
+    m.links.push_back(link_state{node_id{i + 101}, "", "", node_id{}, {}});
+  }
   return m;
 }
 
@@ -192,8 +201,9 @@ std::vector<body> sample_bodies() {
       register_owner{"owner-2", "tcp://[::1]:7071", 1ULL << 40, 0x1234abcdULL, false, 1},
       register_owner{"owner-3", "", 1, max, true, max},
       register_owner_reply{500'000, 1'500'000},
-      heartbeat{max, 0, 0, {}},
-      heartbeat{1, 2, max, {1, max, 3}},
+      heartbeat{max, 0, 0, {}, {}},
+      heartbeat{1, 2, max, {1, max, 3}, {}},
+      heartbeat{0, 0, 0, {}, {link_state{node_id{max}, "b", "tcp", node_id{}, {path_state{"tcp", "up", 0, 0, ""}}}}},
       heartbeat_reply{true},
       heartbeat_reply{false},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1, ""},
@@ -259,6 +269,8 @@ std::vector<body> sample_bodies() {
       barrier{},
       flushed{0},
       flushed{max},
+      fetch_range{key_with_nul, 4, 0, 0},
+      fetch_range{"f", max, max, max},
       large_status(0),
       large_status(1000),
   };
@@ -550,6 +562,23 @@ TEST_CASE("wire: every pinned error code survives encode and decode") {
   }
 }
 
+TEST_CASE("wire: peek_reply_to reads a reply's request id without decoding the body") {
+  auto env = sample_envelope(fetch_reply{3});
+  auto frame = encode(env, shared_bytes::copy_of("payload"));
+  auto envelope = frame.head.slice(frame_header_bytes, frame.head.size() - frame_header_bytes);
+  CHECK(peek_reply_to(envelope.span()) == env.reply_to);
+  env.reply_to = 0;
+  auto request = encode(env);
+  CHECK(peek_reply_to(request.head.slice(frame_header_bytes, request.head.size() - frame_header_bytes).span()) == 0);
+}
+
+TEST_CASE("wire: peek_reply_to answers nothing for malformed envelope words") {
+  alignas(8) std::array<std::byte, 16> garbage{};
+  garbage.fill(std::byte{0xff});
+  CHECK_FALSE(peek_reply_to(std::span<const std::byte>{garbage}).has_value());
+  CHECK_FALSE(peek_reply_to(std::span<const std::byte>{}).has_value());
+}
+
 TEST_CASE("wire: a message kind from a newer protocol is rejected") {
   // ok and cluster_status are both Void members: their frames differ only
   // in the union tag, which this test overwrites with one no build knows.
@@ -664,5 +693,6 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(evict{}) == "evict");
   CHECK(body_name(evict_reply{}) == "evict_reply");
   CHECK(body_name(pin{}) == "pin");
+  CHECK(body_name(fetch_range{}) == "fetch_range");
   CHECK(body_name(unpin_reply{}) == "unpin_reply");
 }

@@ -48,12 +48,16 @@ inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> recor
   return wire::inbound_frame{std::move(envelope).freeze(), std::move(payload).freeze()};
 }
 
-/// Whether `frame` can go into a ring whose records hold `record_bytes_max`.
-inline result<void> check_outbound(const wire::outbound_frame& frame, std::uint32_t record_bytes_max) {
+/// Whether `frame` can go into a ring whose records hold `record_bytes_max`
+/// (with room for a record's prefix and region reference to spare). A
+/// payload that travels as a reference to its pool region takes no room.
+inline result<void> check_outbound(const wire::outbound_frame& frame, std::uint32_t record_bytes_max,
+                                   bool payload_by_reference = false) {
   if (frame.head.size() < wire::frame_header_bytes) {
     return fail(errc::invalid_argument, "a frame without a header");
   }
-  if (frame.size() > record_bytes_max) {
+  auto in_ring = payload_by_reference ? frame.head.size() : frame.size();
+  if (in_ring > record_bytes_max) {
     return fail(errc::invalid_argument, "a frame of " + std::to_string(frame.size()) +
                                             " bytes does not fit the shm ring (at most " +
                                             std::to_string(record_bytes_max) + ")");

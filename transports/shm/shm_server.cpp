@@ -162,7 +162,9 @@ void shm_server::take_releases(client& c, std::span<const std::byte> ids) {
 result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
   auto c = find(link);
   if (!c) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
-  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max() - 64); !bad) return bad;
+  // A payload in the pool goes by reference, so its size does not count.
+  auto by_reference = in_pool(frame.payload).has_value();
+  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max() - 64, by_reference); !bad) return bad;
   std::lock_guard guard{c->send_mutex};
   if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
   if (c->overflow.empty() && write_locked(*c, frame)) {

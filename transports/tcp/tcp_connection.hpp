@@ -16,6 +16,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "transports/tcp/tcp_address.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -118,6 +119,11 @@ struct tcp_transport::connection {
 
   bool noticed = false;  // guarded by tcp_transport::notices_mutex_
 
+  // Posted receives (expect_payload): reply request id → where its payload
+  // goes. Any thread posts and withdraws; the I/O thread claims.
+  std::mutex slots_mutex;
+  std::unordered_map<std::uint64_t, receive_slot> slots;  // guarded by slots_mutex
+
   // I/O thread only.
   std::optional<socket_address> target;  // outbound links
   bool connect_started = false;
@@ -129,13 +135,17 @@ struct tcp_transport::connection {
   wire::frame_header parsed{};
   byte_buffer envelope;
   byte_buffer payload;
+  // Where the current payload lands instead of `payload`: a posted or
+  // allocated region of the receiver's memory.
+  std::optional<receive_slot> payload_slot;
 
   // Where the next received bytes of the current part go.
   std::span<std::byte> room() noexcept {
     switch (at) {
       case part::header: return std::span<std::byte>{header}.subspan(filled);
       case part::envelope: return envelope.span().subspan(filled);
-      case part::payload: return payload.span().subspan(filled);
+      case part::payload:
+        return payload_slot ? payload_slot->bytes.subspan(filled) : payload.span().subspan(filled);
     }
     return {};
   }

@@ -8,6 +8,7 @@
 #include <array>
 
 #include "runtime/assert.hpp"
+#include "runtime/wire/codec.hpp"
 #include "transports/tcp/tcp_connection.hpp"
 
 namespace sluice::transport {
@@ -278,26 +279,66 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
     c.filled = 0;
     return std::nullopt;
   }
-  if (c.at == part::envelope && c.parsed.payload_bytes != 0) {
-    auto payload = try_allocate(static_cast<std::size_t>(c.parsed.payload_bytes));
-    if (!payload) {
-      return error{errc::no_capacity, "out of memory for a payload of " +
-                                          std::to_string(c.parsed.payload_bytes) + " bytes from " + c.peer};
-    }
-    c.payload = std::move(*payload);
-    c.at = part::payload;
-    c.filled = 0;
-    return std::nullopt;
+  if (c.at == part::envelope && c.parsed.payload_bytes != 0) return start_payload(c);
+  shared_bytes payload;
+  if (c.payload_slot) {
+    payload = c.payload_slot->frozen();
+  } else if (c.parsed.payload_bytes != 0) {
+    payload = std::move(c.payload).freeze();
   }
-  wire::inbound_frame frame{std::move(c.envelope).freeze(),
-                            c.parsed.payload_bytes == 0 ? shared_bytes{} : std::move(c.payload).freeze()};
+  wire::inbound_frame frame{std::move(c.envelope).freeze(), std::move(payload)};
   c.envelope = byte_buffer{};
   c.payload = byte_buffer{};
+  c.payload_slot.reset();
   c.at = part::header;
   c.filled = 0;
   auto accepted = sink_.on_frame(c.id, std::move(frame));
   if (!accepted) return accepted.error();
   return std::nullopt;
+}
+
+// Picks where the payload goes: the slot posted for this reply, else the
+// allocator's region, else a buffer of our own.
+std::optional<error> tcp_transport::start_payload(connection& c) {
+  auto bytes = c.parsed.payload_bytes;
+  c.payload_slot = claim_slot(c);
+  if (!c.payload_slot) {
+    payload_allocator allocate;
+    {
+      std::lock_guard guard{allocator_mutex_};
+      allocate = allocator_;
+    }
+    if (allocate) {
+      auto slot = allocate(bytes);
+      if (slot && slot->bytes.size() == bytes) c.payload_slot = std::move(slot);
+    }
+  }
+  if (!c.payload_slot) {
+    auto payload = try_allocate(static_cast<std::size_t>(bytes));
+    if (!payload) {
+      return error{errc::no_capacity,
+                   "out of memory for a payload of " + std::to_string(bytes) + " bytes from " + c.peer};
+    }
+    c.payload = std::move(*payload);
+  }
+  c.at = connection::part::payload;
+  c.filled = 0;
+  return std::nullopt;
+}
+
+std::optional<receive_slot> tcp_transport::claim_slot(connection& c) {
+  std::lock_guard guard{c.slots_mutex};
+  if (c.slots.empty()) return std::nullopt;
+  auto reply_to = wire::peek_reply_to(c.envelope.span());
+  if (!reply_to || *reply_to == 0) return std::nullopt;
+  auto it = c.slots.find(*reply_to);
+  if (it == c.slots.end()) return std::nullopt;
+  auto slot = std::move(it->second);
+  c.slots.erase(it);
+  // A payload of another size than asked for goes to a buffer of its own;
+  // whoever posted the slot sees the mismatch and refuses the reply.
+  if (slot.bytes.size() != c.parsed.payload_bytes) return std::nullopt;
+  return slot;
 }
 
 void tcp_transport::on_writable(const connection_ptr& c) {
@@ -351,9 +392,14 @@ void tcp_transport::drop(const connection_ptr& c, const error& reason, bool warn
     c->queue.clear();
     c->queued_bytes = 0;
   }
+  {
+    std::lock_guard guard{c->slots_mutex};
+    c->slots.clear();
+  }
   c->gone = true;
   c->envelope = byte_buffer{};
   c->payload = byte_buffer{};
+  c->payload_slot.reset();
   sink_.on_link_down(c->id, reason);
 }
 

@@ -132,6 +132,27 @@ void tcp_transport::flush(link_id link) {
   if (auto failure = flush_locked(*c)) fail_locked(std::move(guard), c, *failure);
 }
 
+bool tcp_transport::expect_payload(link_id link, std::uint64_t request_id, receive_slot slot) {
+  if (slot.bytes.empty() || request_id == 0) return false;
+  auto c = find(link);
+  if (!c) return false;
+  std::lock_guard guard{c->slots_mutex};
+  if (c->slots.size() >= options_.posted_receives_per_link_max) return false;
+  return c->slots.insert_or_assign(request_id, std::move(slot)).second;
+}
+
+void tcp_transport::forget_payload(link_id link, std::uint64_t request_id) {
+  auto c = find(link);
+  if (!c) return;
+  std::lock_guard guard{c->slots_mutex};
+  c->slots.erase(request_id);
+}
+
+void tcp_transport::set_payload_allocator(payload_allocator allocate) {
+  std::lock_guard guard{allocator_mutex_};
+  allocator_ = std::move(allocate);
+}
+
 void tcp_transport::fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure) {
   // Sink callbacks never run on a caller's thread: the I/O thread reports.
   c->st = connection::state::broken;
@@ -205,6 +226,10 @@ void tcp_transport::stop() {
     listeners.swap(listeners_);
   }
   for (auto& [id, c] : links) {
+    {
+      std::lock_guard slots_guard{c->slots_mutex};
+      c->slots.clear();
+    }
     std::lock_guard guard{c->send_mutex};
     c->st = connection::state::closed;
     if (c->fd >= 0) ::close(c->fd);

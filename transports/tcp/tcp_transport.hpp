@@ -60,6 +60,9 @@ struct tcp_options {
   /// Bytes read from one link per wakeup before the I/O thread serves the
   /// others, so one fast sender cannot starve the rest.
   std::size_t read_bytes_per_wakeup_max = 4 * 1024 * 1024;
+  /// Receives posted on one link at once (expect_payload); beyond it a
+  /// reply's payload is received into memory of the transport's own.
+  std::size_t posted_receives_per_link_max = 4096;
 };
 
 class tcp_transport final : public transport {
@@ -99,6 +102,15 @@ class tcp_transport final : public transport {
   result<bool> send_held(link_id link, wire::outbound_frame frame) override;
   void flush(link_id link) override;
 
+  /// Thread-safe. Payload bytes of the matching reply are read from the
+  /// socket straight into `slot` (no staging copy, no buffer of our own).
+  bool expect_payload(link_id link, std::uint64_t request_id, receive_slot slot) override;
+  void forget_payload(link_id link, std::uint64_t request_id) override;
+  /// Where payloads that no expect_payload() asked for are received (an
+  /// owner's pool); none set, or none given: a buffer of the transport's
+  /// own. Thread-safe; may be set while links are open.
+  void set_payload_allocator(payload_allocator allocate);
+
   /// The I/O thread closes the link and reports on_link_down(aborted,
   /// "closed locally") unless the link is down already.
   void close(link_id link) override;
@@ -132,6 +144,9 @@ class tcp_transport final : public transport {
   bool on_readable(const connection_ptr& c);
   std::optional<error> absorb(connection& c, std::span<const std::byte> staged);
   std::optional<error> complete_part(connection& c);
+  std::optional<error> start_payload(connection& c);
+  /// The slot posted for the reply whose envelope `c` just received.
+  std::optional<receive_slot> claim_slot(connection& c);
   void on_writable(const connection_ptr& c);
   void expire_connects();
   void drop(const connection_ptr& c, const error& reason, bool warn);
@@ -177,6 +192,9 @@ class tcp_transport final : public transport {
   // is out of descriptors (else the level-triggered listener spins).
   int reserve_fd_ = -1;
   std::vector<std::pair<std::chrono::steady_clock::time_point, connection_ptr>> connecting_;
+
+  std::mutex allocator_mutex_;
+  payload_allocator allocator_;  // guarded by allocator_mutex_
 
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;

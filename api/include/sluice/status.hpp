@@ -8,6 +8,24 @@
 
 namespace sluice {
 
+/// One way an owner reaches another owner.
+struct path_info {
+  std::string kind;    ///< "rdma", "tcp" or "relay"
+  std::string health;  ///< "untried", "up" or "down"
+  std::uint32_t failures = 0;  ///< failures in a row
+  std::chrono::microseconds retry_in{0};  ///< down: until it is tried again
+  std::string last_error;
+};
+
+/// How an owner reaches one other owner it talked to.
+struct link_info {
+  std::string peer_id;    ///< node id, 16 hex digits
+  std::string peer_name;
+  std::string active;     ///< the path traffic takes now; empty: none
+  std::string via_id;     ///< the owner that relayed to the peer last; empty: none
+  std::vector<path_info> paths;  ///< in the owner's order of preference
+};
+
 struct member_info {
   std::string id;       ///< node id, 16 hex digits
   std::string role;     ///< "owner"
@@ -29,6 +47,9 @@ struct member_info {
   /// started.
   std::uint64_t own_commits = 0;
   std::chrono::microseconds since_heartbeat{0};
+  /// Owners: how it reaches the other owners it talked to, as it last
+  /// reported.
+  std::vector<link_info> links;
 };
 
 struct cluster_status {

@@ -1,0 +1,174 @@
+// Reads: a client's get, and moving a value's bytes from the owner that
+// holds it to the one that serves the reader. The bytes move owner to
+// owner in pieces (fetch_range), several in flight at once, each received
+// straight into its place in a region of the reader's pool; the holder
+// sends them from where they lie in its own pool. So a remote value is
+// copied once per hop, by the kernel, and never staged.
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <tuple>
+
+#include "actors/owner/owner_state.hpp"
+
+namespace sluice::owner_detail {
+namespace {
+
+/// One value on its way here.
+struct transfer {
+  wire::replica from;
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  shared_bytes into;  // written in place until the transfer ends
+  bool reserved = false;
+  clock_time deadline;
+  std::uint64_t next = 0;      // offset of the next piece to ask for
+  std::uint64_t received = 0;  // bytes of the pieces that arrived
+  std::uint32_t in_flight = 0;
+  bool over = false;
+  std::function<void(result<fetched_value>)> done;
+};
+using transfer_ptr = std::shared_ptr<transfer>;
+
+void end(const transfer_ptr& t, result<fetched_value> outcome) {
+  if (t->over) return;
+  t->over = true;
+  // Pieces still in flight land in `into`, which their slots keep alive;
+  // their replies find the transfer over and are ignored.
+  auto done = std::move(t->done);
+  done(std::move(outcome));
+}
+
+void pump(self_ptr self, const transfer_ptr& t);
+
+void request_piece(self_ptr self, const transfer_ptr& t, std::uint64_t offset, std::uint64_t length) {
+  transport::receive_slot into{t->into.owner(), fill_in_place(t->into).subspan(offset, length)};
+  peer_request(self, t->from, wire::fetch_range{t->key, t->version, offset, length}, {}, t->deadline, into,
+               [self, t, length](result<wire::message> reply) {
+                 if (t->over) return;
+                 auto got = reply_body<wire::fetch_reply>(reply);
+                 if (!got) return end(t, got.error());
+                 t->in_flight -= 1;
+                 t->received += length;
+                 if (t->received == t->size) return end(t, fetched_value{t->into, t->reserved});
+                 pump(self, t);
+               });
+}
+
+void pump(self_ptr self, const transfer_ptr& t) {
+  auto& cfg = self->state.cfg;
+  while (!t->over && t->in_flight < cfg.transfer_window && t->next < t->size) {
+    auto offset = t->next;
+    auto length = std::min(cfg.transfer_chunk_bytes, t->size - offset);
+    t->next += length;
+    t->in_flight += 1;
+    request_piece(self, t, offset, length);
+  }
+}
+
+/// Room for `size` bytes this owner fills: reserved in the store when it
+/// has room, else on the heap (served, never kept); no_capacity when
+/// neither has it.
+result<std::pair<shared_bytes, bool>> room_for(self_ptr self, std::uint64_t size) {
+  if (auto reserved = self->state.store->reserve(size)) return std::pair{std::move(*reserved), true};
+  try {
+    return std::pair{byte_buffer::allocate(size).freeze(), false};
+  } catch (const std::bad_alloc&) {
+    return fail(errc::no_capacity, "no memory on this owner to read a value of " + std::to_string(size) + " bytes into");
+  }
+}
+
+/// Keeps a value read from elsewhere as a copy here, when configured and
+/// it lies in reserved room; the master registers it (add_replica). Never
+/// evicts to make room for it: the copy is a convenience.
+void keep_copy(self_ptr self, const std::string& key, std::uint64_t version, const fetched_value& value,
+               clock_time deadline) {
+  if (!self->state.cfg.cache_remote || !value.reserved || value.bytes.empty()) return;
+  store_replica(self, key, version, value.bytes, deadline, [](result<void>) {}, true);
+}
+
+}  // namespace
+
+void fetch_value(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
+                 std::uint64_t size, clock_time deadline, std::function<void(result<fetched_value>)> done) {
+  if (size == 0) return done(fetched_value{});
+  auto room = room_for(self, size);
+  if (!room) return done(room.error());
+  auto t = std::make_shared<transfer>();
+  t->from = from;
+  t->key = key;
+  t->version = version;
+  t->size = size;
+  std::tie(t->into, t->reserved) = std::move(*room);
+  t->deadline = deadline;
+  t->done = std::move(done);
+  pump(self, t);
+}
+
+void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
+  auto& st = self->state;
+  auto bytes = st.store->get(f.key, f.version);
+  if (!bytes) {
+    st.ep->reply_error(ctx, error{errc::not_found, "version " + std::to_string(f.version) +
+                                                       " is not held here (dropped or superseded)"});
+    return;
+  }
+  used(self, f.key);
+  st.ep->reply(ctx, wire::fetch_reply{f.version}, std::move(*bytes));
+}
+
+void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fetch_range& f) {
+  auto& st = self->state;
+  auto bytes = st.store->get(f.key, f.version);
+  if (!bytes) {
+    return st.ep->reply_error(ctx, error{errc::not_found, "version " + std::to_string(f.version) +
+                                                              " is not held here (dropped or superseded)"});
+  }
+  if (f.offset > bytes->size() || f.length > bytes->size() - f.offset) {
+    return st.ep->reply_error(
+        ctx, error{errc::invalid_argument, "asked for " + std::to_string(f.length) + " bytes at offset " +
+                                               std::to_string(f.offset) + " of a value of " +
+                                               std::to_string(bytes->size()) + " bytes"});
+  }
+  // One read of a value is one use, however many pieces it takes.
+  if (f.offset == 0) used(self, f.key);
+  st.ep->reply(ctx, wire::fetch_reply{f.version}, bytes->slice(f.offset, f.length));
+}
+
+void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
+  ask_master(self, wire::locate{key}, ctx.deadline, [self, ctx, key, attempt](result<wire::message> reply) {
+    auto& st = self->state;
+    auto where = reply_body<wire::locate_reply>(reply);
+    if (!where) return st.ep->reply_error(ctx, where.error());
+    auto retry_or = [self, ctx, key, attempt](const error&) {
+      if (attempt + 1 < max_get_attempts) return serve_get(self, ctx, key, attempt + 1);
+      self->state.ep->reply_error(ctx, error{errc::aborted, "the key was overwritten " +
+                                                                std::to_string(max_get_attempts) +
+                                                                " times while it was read; retry"});
+    };
+    for (auto& r : where->replicas) {
+      if (r.owner != st.ep->me().id) continue;
+      if (auto bytes = st.store->get(key, where->version)) {
+        used(self, key);
+        return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
+      }
+      return retry_or(error{errc::not_found, "the key changed while it was read"});
+    }
+    if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
+    auto version = where->version;
+    fetch_value(self, where->replicas.front(), key, version, where->size, ctx.deadline,
+                [self, ctx, key, version, retry_or](result<fetched_value> fetched) {
+                  if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
+                  if (!fetched) return self->state.ep->reply_error(ctx, fetched.error());
+                  self->state.ep->reply(ctx, wire::kv_get_reply{version}, fetched->bytes);
+                  keep_copy(self, key, version, *fetched, ctx.deadline);
+                });
+  });
+}
+
+}  // namespace sluice::owner_detail
