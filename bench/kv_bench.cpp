@@ -51,7 +51,11 @@ using bench_clock = std::chrono::steady_clock;
 // --- limits (one place) --------------------------------------------------
 
 /// Warm-up operations per client before measuring: enough to open lazy
-/// links and fault in buffers, short next to the measured run.
+/// links and fault in buffers, short next to the measured run — and at
+/// least one pass over the run's keys (see run_client), so the measured
+/// run sees each system's steady state (a Sluice owner, for one, asks the
+/// master for a key's slot after its first put and commits later puts of
+/// it itself).
 constexpr std::size_t warmup_ops = 100;
 /// A client stops after this many errors in a row instead of spinning on a
 /// dead connection.
@@ -342,7 +346,8 @@ client_tally run_client(kv_connection& c, const scenario& s, const data_set& d, 
   std::size_t key = index * (s.key_count / s.clients + 1);
   // Warm-up stops at the first error: the measured loop counts errors and
   // is bounded by the deadline; this one is not.
-  for (std::size_t i = 0; i < warmup_ops && do_op(c, s, d, key % s.key_count).empty(); ++i) ++key;
+  auto warmup = std::max(warmup_ops, s.key_count);
+  for (std::size_t i = 0; i < warmup && do_op(c, s, d, key % s.key_count).empty(); ++i) ++key;
   ready.arrive_and_wait();
   t.latencies_ns.reserve(limits.ops_per_client_max);
   t.start = bench_clock::now();

@@ -147,9 +147,9 @@ run_report run_seed(const run_options& options) {
     // A third of the swarm runs with pools so small that owners evict.
     if (cfg.owner_capacity == 0 && shape.chance(1, 3)) cfg.owner_capacity = 256 << 10;
   }
-  // Owners report the puts they commit themselves after 200us to 100ms: a
-  // reader that does not wait for those reports reads stale values.
-  constexpr std::chrono::microseconds report_delays[] = {200us, 2ms, 20ms, 100ms};
+  // Owners report the puts they commit themselves at once or up to 100ms
+  // later: a reader that does not wait for those reports reads stale values.
+  constexpr std::chrono::microseconds report_delays[] = {0us, 2ms, 20ms, 100ms};
   cfg.commit_report_delay = report_delays[shape.uniform(std::size(report_delays))];
 
   checker check;

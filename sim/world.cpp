@@ -171,7 +171,8 @@ void world::start(int index) {
         auto answer = serve_fast(*fast, store.get(), self, link, frame, now_);
         if (!answer) return std::nullopt;
         auto& owner = *nodes_.at(static_cast<std::size_t>(index));
-        if (answer->commits_waiting && owner.actor) caf::anon_send(owner.actor, commits_atom::value);
+        // No poller goes idle here: every request is a chance to report.
+        if (fast->notify_due() && owner.actor) caf::anon_send(owner.actor, commits_atom::value);
         return transport::fast_taken{std::move(answer->reply)};
       });
       n.actor = caf::actor_cast<caf::actor>(
@@ -281,7 +282,8 @@ void world::advance_to(sim_time t) {
   for (auto& n : nodes_) {
     if (!n->alive) continue;
     auto& clock = n->sched->clock();
-    if (clock.current_time < now_) clock.advance_time(now_ - clock.current_time);
+    // Also when the time is the same: a timer due now (a zero delay) fires.
+    if (clock.current_time <= now_) clock.advance_time(now_ - clock.current_time);
   }
   while (!timers_.empty() && timers_.begin()->first.first <= now_) {
     auto action = std::move(timers_.begin()->second);

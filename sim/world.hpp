@@ -47,7 +47,7 @@ struct world_config {
   std::uint64_t owner_capacity = 0;
   /// How long owners gather their own commits before reporting them: long
   /// delays make every reader that does not wait for them see stale data.
-  std::chrono::microseconds commit_report_delay{200};
+  std::chrono::microseconds commit_report_delay{0};
   /// The owner each client talks to, by client index; empty: drawn at
   /// random (tests that stage a scenario pin them).
   std::vector<int> client_owners;

@@ -138,13 +138,22 @@ std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& ke
   // reader still holding its bytes keeps them alive.
   if (held != 0) store.drop(key, held);
   entries_[key] = entry{version, *bytes, time_point::max(), false};
-  bool first_unsent = unsent_from_ == reports_.size();
   reports_.push_back(report{next_seq_++, wire::owner_commit{key, version, value.size()}});
-  return put_outcome{version, first_unsent};
+  bool notify = !notified_ && reports_.size() - unsent_from_ >= reports_batch;
+  if (notify) notified_ = true;
+  return put_outcome{version, notify};
+}
+
+bool fast_index::notify_due() {
+  std::lock_guard guard{mutex_};
+  if (notified_ || unsent_from_ == reports_.size()) return false;
+  notified_ = true;
+  return true;
 }
 
 std::vector<fast_index::report> fast_index::take_unsent(std::size_t max) {
   std::lock_guard guard{mutex_};
+  notified_ = false;
   std::vector<report> out;
   while (unsent_from_ < reports_.size() && out.size() < max) out.push_back(reports_[unsent_from_++]);
   if (!out.empty()) sent_through_ = std::max(sent_through_, out.back().seq);
@@ -228,7 +237,7 @@ std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, no
     if (!check_key(put->key)) return std::nullopt;
     auto done = index.try_put(put->key, msg->payload, *store, now);
     if (!done) return std::nullopt;
-    return fast_answer{reply_frame(msg->env, self, wire::kv_put_reply{done->version}), done->first_unsent};
+    return fast_answer{reply_frame(msg->env, self, wire::kv_put_reply{done->version}), done->notify};
   }
   return std::nullopt;
 }

@@ -136,14 +136,21 @@ class fast_index {
 
   /// Commits `value` as a new version of `key` when the fast path may
   /// (see the header comment); the version, or nothing (the put then goes
-  /// to the owner actor). `first_unsent` says the reports were all sent
-  /// before: the owner actor is to be told to send them.
+  /// to the owner actor). `notify` says reports_batch reports wait now:
+  /// the owner actor is to be told to send them.
   struct put_outcome {
     std::uint64_t version = 0;
-    bool first_unsent = false;
+    bool notify = false;
   };
+  /// Unsent reports that make try_put() ask for a notification.
+  static constexpr std::size_t reports_batch = 256;
   std::optional<put_outcome> try_put(const std::string& key, const shared_bytes& value, object_store& store,
                                      time_point now);
+  /// Whether the owner actor is to be told that reports wait: true once
+  /// for unsent reports, until take_unsent() takes them. Whoever runs the
+  /// fast path asks when it goes idle (and after each request, in the
+  /// simulator), so reports never wait for more work.
+  bool notify_due();
   /// Up to `max` reports not sent yet, oldest first; they count as sent.
   std::vector<report> take_unsent(std::size_t max);
   /// The master applied the reports through `seq`: they are dropped.
@@ -185,6 +192,7 @@ class fast_index {
   std::size_t unsent_from_ = 0;  // index into reports_ of the first not sent
   std::uint64_t next_seq_ = 1;
   std::uint64_t sent_through_ = 0;
+  bool notified_ = false;  // the actor was told of the unsent reports
   std::unordered_map<std::uint64_t, replay_window> seen_;  // by link
   std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
   std::atomic<std::uint64_t> max_value_bytes_{0};
@@ -194,8 +202,8 @@ class fast_index {
 struct fast_answer {
   /// None: the request was a repeat, dropped.
   std::optional<wire::outbound_frame> reply;
-  /// A put was committed and its report is the first not sent: the owner
-  /// actor must be told (commits_atom).
+  /// Reports of the fast path's commits wait in a batch: the owner actor
+  /// must be told (commits_atom).
   bool commits_waiting = false;
 };
 

@@ -11,6 +11,16 @@
 namespace sluice::owner_detail {
 namespace {
 
+/// Sends the unsent commits after `delay` (once, however often asked).
+void send_commits_later(self_ptr self, clock_duration delay) {
+  auto& st = self->state;
+  if (st.report_armed) return;
+  st.report_armed = true;
+  delay = timer_delay(st.ep->faults(), delay);
+  if (delay == clock_duration::zero()) return self->send(self, report_atom::value);
+  self->delayed_send(self, delay, report_atom::value);
+}
+
 void send_claim(self_ptr self);
 
 /// The master answered (or not) the reports through `last` sent on `link`.
@@ -22,7 +32,7 @@ void on_commits_reply(self_ptr self, transport::link_id link, std::uint64_t last
     // acknowledged goes again (the master skips what it has).
     if (st.master_link == link && st.registered) {
       st.index->resend();
-      commits_waiting(self);
+      send_commits_later(self, commits_retry);
     }
     return;
   }
@@ -106,11 +116,10 @@ void send_commits(self_ptr self) {
 
 void commits_waiting(self_ptr self) {
   auto& st = self->state;
-  if (st.report_armed) return;
-  st.report_armed = true;
-  // What comes meanwhile goes into the same message.
   auto delay = std::chrono::duration_cast<clock_duration>(st.cfg.commit_report_delay);
-  self->delayed_send(self, timer_delay(st.ep->faults(), delay), report_atom::value);
+  if (delay == clock_duration::zero() && !SLUICE_BUGGIFY(st.ep->faults())) return send_commits(self);
+  // What comes meanwhile goes into the same message.
+  send_commits_later(self, delay);
 }
 
 void want_slot(self_ptr self, const std::string& key) {
@@ -130,7 +139,7 @@ bool commit_here(self_ptr self, const request_context& ctx, const std::string& k
   auto& st = self->state;
   auto done = st.index->try_put(key, value, *st.store, st.ep->now());
   if (!done) return false;
-  if (done->first_unsent) commits_waiting(self);
+  if (st.index->notify_due()) commits_waiting(self);
   st.ep->reply(ctx, wire::kv_put_reply{done->version});
   return true;
 }

@@ -31,6 +31,9 @@ constexpr std::size_t reservations_per_link_max = 1024;
 constexpr std::size_t commits_per_message = 4096;
 /// How long the master has to acknowledge a report before it is sent again.
 constexpr std::chrono::milliseconds commits_timeout{500};
+/// Reports that failed go again this much later, not at once: a send that
+/// fails at once would otherwise fail again at once, forever.
+constexpr std::chrono::milliseconds commits_retry{20};
 /// Below this many versions left in its block, the owner asks for a new one.
 constexpr std::uint64_t versions_low = 1024;
 /// Puts that wait for a claim's answer, at most; more go through the master.

@@ -129,6 +129,11 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
     if (answer->commits_waiting) sink->post(caf::make_message(commits_atom::value));
     return transport::fast_taken{std::move(answer->reply)};
   };
+  // Reports of the fast path's commits go when the poller has nothing else
+  // to do (or once a batch of them waits), not after every put.
+  shm.on_idle = [index = index_, sink = sink_.get()] {
+    if (index->notify_due()) sink->post(caf::make_message(commits_atom::value));
+  };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   // Values that arrive over TCP land in the pool, where they are kept.
   tcp_->set_payload_allocator(pool->payload_allocator());

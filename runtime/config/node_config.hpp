@@ -105,10 +105,10 @@ struct owner_section {
   /// Commit plain puts of local clients without asking the master, in key
   /// slots the master hands this owner (docs/concepts.md).
   bool fast_puts = true;
-  /// How long the owner gathers the puts it committed itself before it
-  /// reports them to the master (anything it asks the master sends them
-  /// at once).
-  microseconds commit_report_delay{200};
+  /// How long the owner waits before it reports the puts it committed
+  /// itself, once its shared-memory thread went idle or 256 of them wait
+  /// (anything it asks the master sends them at once).
+  microseconds commit_report_delay{0};
   /// A value read from another owner moves in pieces of this size, each
   /// received straight into its place in this owner's pool.
   std::uint64_t transfer_chunk_bytes = 4ULL << 20;

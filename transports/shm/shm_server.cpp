@@ -223,6 +223,7 @@ void shm_server::run() {
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) idle_since = now;
       if (now - idle_since >= options_.spin) {
+        if (options_.on_idle) options_.on_idle();
         sleep_until_work();
         idle_spins = 0;
         continue;

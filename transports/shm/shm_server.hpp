@@ -61,6 +61,9 @@ struct shm_server_options {
   /// Answers requests on the poller's thread when it can (an owner's fast
   /// path), for clients that already sent their first frame.
   fast_path_fn fast_path;
+  /// Called on the poller's thread each time it stops spinning to sleep:
+  /// work it saved up for quieter moments goes now.
+  std::function<void()> on_idle;
 };
 
 class shm_server final : public transport {
