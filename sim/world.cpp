@@ -165,7 +165,7 @@ void world::start(int index) {
       });
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, n.net.get(), faults_.get(), store,
-                                             identity_rng_.next(), fast}));
+                                             identity_rng_.next(), fast, nullptr}));
       break;
     }
     case node_kind::client: {

@@ -138,18 +138,18 @@ void endpoint::greet(transport::link_id link) {
 
 void endpoint::close(transport::link_id link) { net_.close(link); }
 
-void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
-                       clock_time deadline, reply_handler on_reply) {
+std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
+                                clock_time deadline, reply_handler on_reply) {
   auto now_ = now();
   auto cap = now_ + std::chrono::duration_cast<clock_duration>(max_request_timeout);
   if (deadline > cap) deadline = cap;
   if (deadline <= now_) {
     on_reply(error{errc::timeout, "the deadline passed before the request was sent"});
-    return;
+    return 0;
   }
   if (pending_.size() >= max_pending_requests) {
     on_reply(error{errc::overloaded, "too many requests in flight on this node"});
-    return;
+    return 0;
   }
   auto id = next_request_id_++;
   wire::envelope env;
@@ -161,9 +161,13 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
   deadlines_.emplace(deadline, id);
   arm_sweep(deadline);
   // Fault site: the request is lost on the way; the deadline catches it.
-  if (SLUICE_BUGGIFY(faults_)) return;
+  if (SLUICE_BUGGIFY(faults_)) return id;
   auto sent = send_frame(link, wire::encode(env, std::move(payload)));
-  if (!sent) finish(id, std::move(sent).error());
+  if (!sent) {
+    finish(id, std::move(sent).error());
+    return 0;
+  }
+  return id;
 }
 
 void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload) {

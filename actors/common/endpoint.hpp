@@ -110,8 +110,11 @@ class endpoint {
   result<transport::link_id> connect(std::string_view address);
   void close(transport::link_id link);
   /// Sends a request; `on_reply` runs exactly once, from this actor.
-  void request(transport::link_id link, wire::body body, shared_bytes payload,
-               clock_time deadline, reply_handler on_reply);
+  /// Returns the request's id while it waits for its reply, 0 when it
+  /// already finished (on_reply ran: the deadline had passed, or it could
+  /// not be sent).
+  std::uint64_t request(transport::link_id link, wire::body body, shared_bytes payload,
+                        clock_time deadline, reply_handler on_reply);
   void notify(transport::link_id link, wire::body body, shared_bytes payload = {});
   void reply(const request_context& ctx, wire::body body, shared_bytes payload = {});
   void reply_error(const request_context& ctx, const error& err);

@@ -12,6 +12,7 @@
 #include "actors/master/membership.hpp"
 #include "actors/master/persistence.hpp"
 #include "actors/master/placement.hpp"
+#include "actors/master/registry.hpp"
 #include "runtime/units.hpp"
 
 namespace sluice {
@@ -49,6 +50,8 @@ struct master_state {
   membership members;
   directory dir;
   master::pin_table pins;
+  /// RPC names and instances: soft state the owners send (registry.hpp).
+  master::rpc_registry registry;
   std::optional<persistence> journal;
   /// Sends that depend on changes not yet durable, in order; they go out
   /// after the next successful sync.
@@ -595,6 +598,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
               auto live = h.sessions;
               std::sort(live.begin(), live.end());
               pins_changed(self, st.pins.keep_sessions(ctx.source, live));
+              st.registry.keep_sessions(ctx.source, live);
             }
             answer(self, ctx, wire::heartbeat_reply{known});
           },
@@ -632,6 +636,14 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             answer(self, ctx, wire::list_keys_reply{std::move(listed.keys), listed.more});
           },
           [&](const wire::count_keys& c) { answer(self, ctx, wire::count_keys_reply{st.dir.count(c.prefix)}); },
+          [&](const wire::rpc& r) {
+            auto out = master::serve_registry(st.registry, ctx.source, peer.peer_role, r, [&st](node_id id) {
+              auto* m = st.members.find(id);
+              return m != nullptr && m->state == wire::member_state::up ? &m->address : nullptr;
+            });
+            if (!out) return answer_error(self, ctx, out.error());
+            answer(self, ctx, std::move(*out));
+          },
           [&](const auto& other) {
             answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +
@@ -659,6 +671,9 @@ void on_tick(self_ptr self) {
     if (m.state != wire::member_state::up) down.push_back(id);
   }
   for (auto id : down) pins_changed(self, st.pins.drop_owner(id));
+  // Instances behind a down owner cannot be reached; it sends them again
+  // when it registers.
+  for (auto id : down) st.registry.drop_owner(id);
   pins_changed(self, st.pins.prune(st.wall_ms()));
   for (auto& [key, version] : st.dir.expired(expire_batch)) {
     if (st.expiring.insert(key).second) expire_key(self, key, version);

@@ -4,6 +4,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/owner/owner_rpc.hpp"
 #include "actors/owner/owner_state.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/overloaded.hpp"
@@ -115,6 +116,7 @@ void register_with_master(self_ptr self) {
     st.heartbeat_interval = std::chrono::microseconds{r->heartbeat_interval_us};
     st.ep->log()->info("registered with the master as {}", st.ep->me().id.to_string());
     send_inventory(self, link);
+    rpc_registered(self);
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }
@@ -134,6 +136,7 @@ void connect_master(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
+  rpc_tick(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
                     st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout)};
   auto sent = st.ep->now();
@@ -449,6 +452,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             auto it = st.reservations.find(a.reservation);
             if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
           },
+          [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
           [&](auto& other) {
             st.ep->reply_error(ctx, error{errc::invalid_argument,
                                           "an owner does not serve " +
@@ -464,6 +468,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   std::erase_if(st.dialing, [link](const auto& entry) { return entry.second == link; });
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
+  rpc_link_down(self, link, reason);
   if (st.master_link == link) {
     // Say it once when the master goes away, not on every failed retry.
     auto level = st.master_warned ? spdlog::level::debug : spdlog::level::warn;
@@ -485,6 +490,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.incarnation = deps.incarnation;
   st.policy = make_eviction_policy(st.cfg.eviction);
   st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
+  st.routes = deps.routes ? std::move(deps.routes) : std::make_shared<rpc_routes>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);

@@ -12,6 +12,7 @@
 #include "actors/client/client.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
+#include "actors/owner/rpc_relay.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/identity.hpp"
 #include "runtime/storage/sqlite_store.hpp"
@@ -101,6 +102,9 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   shm.fast_path = [index = index_, self = id_](const wire::inbound_frame& frame) {
     return serve_fast(*index, self, frame, std::chrono::steady_clock::now());
   };
+  shm.relay = [routes = routes_, self = id_](transport::link_id from, const wire::inbound_frame& frame) {
+    return relay_rpc(*routes, self, from, frame, std::chrono::steady_clock::now());
+  };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   shm_address_ = cfg.owner.shm == "auto" ? "@sluice-" + address_ : cfg.owner.shm;
   if (auto bound = net_->listen("shm://" + shm_address_); !bound) {
@@ -179,11 +183,14 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   deps.config = cfg.owner;
   deps.net = h.net_.get();
   h.index_ = std::make_shared<fast_index>();
+  // Large rpc payloads go through the pool to the peers that map it.
+  h.routes_ = std::make_shared<rpc_routes>([](transport::link_id link) { return transport::link_tag(link) == shm_tag; });
   auto store = h.open_pool(cfg);
   if (!store) return store.error();
   deps.store = std::move(*store);
   deps.incarnation = entropy_seed();
   deps.index = h.index_;
+  deps.routes = h.routes_;
   h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;

@@ -14,6 +14,7 @@
 #include "actors/common/actor_sink.hpp"
 #include "actors/owner/fast_path.hpp"
 #include "actors/owner/object_store.hpp"
+#include "actors/owner/rpc_routes.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/storage/durable_store.hpp"
@@ -81,6 +82,7 @@ class node_host {
   std::string shm_address_;
   transport::shm_client* shm_client_ = nullptr;  // owned by net_
   std::shared_ptr<fast_index> index_;             // owners: the fast path
+  std::shared_ptr<rpc_routes> routes_;            // owners: rpc, shared with the poller's relay
   transport::transport_limits limits_;
   /// The master's durable state (null: none); outlives the actor system.
   std::unique_ptr<durable_store> store_;

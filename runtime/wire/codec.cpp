@@ -9,6 +9,7 @@
 
 #include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
+#include "runtime/wire/codec_rpc.hpp"
 #include "sluice.capnp.h"
 
 namespace sluice::wire {
@@ -212,10 +213,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
             r.setReservation(x.reservation);
-            auto w = r.initWhere();
-            w.setSegment(x.where.segment);
-            w.setOffset(x.where.offset);
-            w.setLength(x.where.length);
+            set_pool_region(r.initWhere(), x.where);
           },
           [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
           [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
@@ -267,6 +265,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             auto list = b.initInventoryReply(static_cast<unsigned>(x.unknown.size()));
             for (unsigned n = 0; n < x.unknown.size(); ++n) set_key_version(list[n], x.unknown[n].key, x.unknown[n].version);
           },
+          [&](const rpc& x) { write_rpc(b.initRpc(), x); },
       },
       msg);
 }
@@ -450,6 +449,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       for (auto e : b.getInventoryReply()) out.unknown.push_back(key_version{from_data(e.getKey()), e.getVersion()});
       return body{std::move(out)};
     }
+    case W::RPC: {
+      auto r = read_rpc(b.getRpc());
+      if (!r) return std::move(r).error();
+      return body{std::move(*r)};
+    }
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -506,27 +510,56 @@ outbound_frame encode(const envelope& env, shared_bytes payload) {
   return {std::move(buf).freeze(), std::move(payload)};
 }
 
-result<message> decode(inbound_frame frame) {
+namespace {
+
+kj::ArrayPtr<const capnp::word> words_of(const inbound_frame& frame) {
   SLUICE_ASSERT(reinterpret_cast<std::uintptr_t>(frame.envelope.data()) % 8 == 0);
   SLUICE_ASSERT(frame.envelope.size() % 8 == 0);
-  kj::ArrayPtr<const capnp::word> words{
-      reinterpret_cast<const capnp::word*>(frame.envelope.data()),
-      frame.envelope.size() / sizeof(capnp::word)};
+  return {reinterpret_cast<const capnp::word*>(frame.envelope.data()), frame.envelope.size() / sizeof(capnp::word)};
+}
+
+capnp::ReaderOptions reader_options(kj::ArrayPtr<const capnp::word> words) {
   capnp::ReaderOptions options;
   // A well-formed envelope is read in about one pass over its words; allow
   // some slack, never an amplification a hostile peer could exploit.
   options.traversalLimitInWords = words.size() * 4 + 64;
   options.nestingLimit = 16;
-  // The flat reader computes the segment count (u32 + 1) in 32 bits, so a
-  // count field of 0xffffffff wraps to 0 and would be read as one segment.
+  return options;
+}
+
+/// The flat reader computes the segment count (u32 + 1) in 32 bits, so a
+/// count field of 0xffffffff wraps to 0 and would be read as one segment.
+result<void> check_segment_table(const inbound_frame& frame) {
   std::uint32_t last_segment = 0;
   std::memcpy(&last_segment, frame.envelope.data(), sizeof last_segment);
-  if (segment_table_words(std::size_t{last_segment} + 1) > words.size()) {
+  if (segment_table_words(std::size_t{last_segment} + 1) > frame.envelope.size() / 8) {
     return fail(errc::protocol, "envelope segment table lists " +
                                     std::to_string(std::uint64_t{last_segment} + 1) +
                                     " segments, more than fit in " +
                                     std::to_string(frame.envelope.size()) + " bytes");
   }
+  return {};
+}
+
+}  // namespace
+
+std::optional<envelope_peek> peek(const inbound_frame& frame) {
+  if (frame.envelope.size() < 8 || !check_segment_table(frame)) return std::nullopt;
+  auto words = words_of(frame);
+  try {
+    capnp::FlatArrayMessageReader reader{words, reader_options(words)};
+    auto root = reader.getRoot<s::Envelope>();
+    return envelope_peek{root.getRequestId(), root.getReplyTo(),
+                         root.getBody().which() == s::Envelope::Body::Which::RPC};
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
+result<message> decode(inbound_frame frame) {
+  auto words = words_of(frame);
+  auto options = reader_options(words);
+  if (auto ok = check_segment_table(frame); !ok) return ok.error();
   try {
     capnp::FlatArrayMessageReader reader{words, options};
     if (reader.getEnd() != words.end()) {
@@ -594,8 +627,9 @@ std::string_view body_name(const body& b) noexcept {
       "kv_remove_reply", "kv_exists", "kv_exists_reply",
       "cluster_status", "cluster_status_reply", "ping", "leave",
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
-      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply"};
+      "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply", "rpc"};
   static_assert(std::size(names) == std::variant_size_v<body>);
+  if (auto* r = std::get_if<rpc>(&b)) return rpc_body_name(r->body);
   return names[b.index()];
 }
 

@@ -22,6 +22,17 @@ outbound_frame encode(const envelope& env, shared_bytes payload = {});
 /// the reader walk more than a small multiple of the bytes it sent.
 result<message> decode(inbound_frame frame);
 
+/// What a relay looks at before it decides to decode a frame.
+struct envelope_peek {
+  std::uint64_t request_id = 0;
+  std::uint64_t reply_to = 0;
+  bool rpc = false;  ///< the body is an rpc message
+};
+
+/// The envelope's ids and kind, read without building the message; nothing
+/// when the envelope is malformed (decode() then says why).
+std::optional<envelope_peek> peek(const inbound_frame& frame);
+
 /// Decodes one whole frame held in `bytes` (header, envelope, payload), for
 /// tests, fuzzing and tools. Copies the envelope into an aligned buffer
 /// and the payload into its own buffer.

@@ -1,5 +1,6 @@
 #include "transports/shm/shm_server.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -162,7 +163,7 @@ void shm_server::take_releases(client& c, std::span<const std::byte> ids) {
 result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
   auto c = find(link);
   if (!c) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
-  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max() - 64); !bad) return bad;
+  if (auto bad = fits(*c, frame); !bad) return bad;
   std::lock_guard guard{c->send_mutex};
   if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
   if (c->overflow.empty() && write_locked(*c, frame)) {
@@ -254,6 +255,7 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
+  bool woke = false;  // a relayed frame woke its sleeping reader
   for (int n = 0; n < records_per_turn; ++n) {
     auto record = c.requests->peek();
     if (!record) break;
@@ -275,16 +277,11 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
+    if (c.greeted && options_.relay && relay(c.id, *frame, woke)) continue;
     if (c.greeted && options_.fast_path) {
       if (auto reply = options_.fast_path(*frame)) {
         std::lock_guard guard{c.send_mutex};
-        if (!c.closed && (c.overflow.empty() && write_locked(c, *reply))) {
-          shm::notify_consumer(*c.responses);
-        } else if (!c.closed) {
-          c.overflow_bytes += reply->size();
-          c.overflow.push_back(std::move(*reply));
-          c.has_overflow.store(true, std::memory_order_release);
-        }
+        if (!c.closed) queue_or_write(c, std::move(*reply));
         continue;
       }
     }
@@ -300,7 +297,43 @@ bool shm_server::drain(client& c) {
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
+  // A reader woken here may share this core (a handler next to its
+  // owner): give it the core now rather than at the end of our time
+  // slice. When it runs elsewhere, this returns at once.
+  if (woke) ::sched_yield();
   return any;
+}
+
+result<void> shm_server::fits(const client& c, const wire::outbound_frame& frame) const {
+  // A payload in the pool travels as a reference: only the rest goes
+  // through the ring.
+  if (in_pool(frame.payload)) return shm::check_outbound({frame.head, {}}, c.responses->record_bytes_max() - 64);
+  return shm::check_outbound(frame, c.responses->record_bytes_max() - 64);
+}
+
+bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
+  if (c.overflow.empty() && write_locked(c, frame)) return shm::notify_consumer(*c.responses);
+  c.overflow_bytes += frame.size();
+  c.overflow.push_back(std::move(frame));
+  c.has_overflow.store(true, std::memory_order_release);
+  return false;
+}
+
+bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& woke) {
+  auto routed = options_.relay(from, frame);
+  if (!routed) return false;
+  if (routed->to == 0) return true;
+  auto to = find(routed->to);
+  // A reader that is gone is reported down to the node, which answers
+  // what was relayed to it.
+  if (!to) return true;
+  if (auto ok = fits(*to, routed->frame); !ok) {
+    log_->warn("shm link {:#x}: a relayed frame was dropped: {}", to->id, ok.error().to_string());
+    return true;
+  }
+  std::lock_guard guard{to->send_mutex};
+  if (!to->closed) woke |= queue_or_write(*to, std::move(routed->frame));
+  return true;
 }
 
 bool shm_server::flush(client& c) {

@@ -61,6 +61,9 @@ struct shm_server_options {
   /// Answers requests on the poller's thread when it can (an owner's fast
   /// path), for clients that already sent their first frame.
   fast_path_fn fast_path;
+  /// Passes frames between clients on the poller's thread when it can (an
+  /// owner relaying RPC calls), tried before fast_path.
+  relay_fn relay;
 };
 
 class shm_server final : public transport {
@@ -99,6 +102,9 @@ class shm_server final : public transport {
   client_ptr find(link_id link);
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
+  bool relay(link_id from, const wire::inbound_frame& frame, bool& woke);
+  bool queue_or_write(client& c, wire::outbound_frame frame);
+  result<void> fits(const client& c, const wire::outbound_frame& frame) const;
   std::optional<shm::region_ref> in_pool(const shared_bytes& payload) const;
   void take_releases(client& c, std::span<const std::byte> ids);
 
