@@ -25,8 +25,10 @@ packages=(
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with
-# redis-cli, comes with redis-server) and taskset to pin both sides.
-bench_packages=(redis-server redis-tools util-linux)
+# redis-cli, comes with redis-server; gRPC C++ with its code generators;
+# Cap'n Proto RPC comes with libcapnp-dev) and taskset to pin both sides.
+bench_packages=(redis-server redis-tools util-linux libgrpc++-dev libprotobuf-dev protobuf-compiler
+                protobuf-compiler-grpc)
 if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()

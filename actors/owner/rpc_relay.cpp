@@ -20,8 +20,8 @@ transport::relayed_frame error_to(transport::link_id link, node_id self, node_id
 }
 
 /// A call to a local instance: it goes to the instance with a relay id.
-relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, wire::message& msg,
-                   const wire::rpc_call& call, std::chrono::steady_clock::time_point now) {
+relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, const wire::inbound_frame& frame,
+                   wire::message& msg, const wire::rpc_call& call, std::chrono::steady_clock::time_point now) {
   // Arguments this large go through the pool (the caller sent a buffer);
   // the actor copies other large ones there.
   if (call.args_buffer == 0 && msg.payload.size() >= rpc_pool_bytes_min) return std::nullopt;
@@ -35,6 +35,11 @@ relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, wi
   if (!id) {
     routes.finished(route.client);
     return std::nullopt;
+  }
+  if (call.args_buffer == 0) {
+    if (auto out = wire::relabel(frame, {*id, 0, route.client}, msg.payload)) {
+      return transport::relayed_frame{route.link, std::move(*out)};
+    }
   }
   auto args = std::move(msg.payload);
   if (call.args_buffer != 0) {
@@ -51,16 +56,21 @@ relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, wi
   auto env = std::move(msg.env);
   env.request_id = *id;
   env.target = route.client;
-  env.body = wire::rpc{wire::rpc_call{call.method, route.client, call.routing, 0, msg.env.source}};
+  env.body = wire::rpc{wire::rpc_call{call.method, route.client, call.routing, 0, env.source}};
   return transport::relayed_frame{route.link, wire::encode(env, std::move(args))};
 }
 
 /// The answer to a relayed call: back to the caller, under its own id.
 relayed relay_answer(rpc_routes& routes, node_id self, transport::link_id from, const wire::inbound_frame& frame,
-                     std::uint64_t relay_id) {
-  auto r = routes.take_relay(relay_id, from);
+                     const wire::envelope_peek& head) {
+  auto r = routes.take_relay(head.reply_to, from);
   if (!r) return transport::relayed_frame{};  // the caller gave up, or it expired: drop it
   routes.finished(r->client);
+  if (head.result_buffer == 0) {
+    if (auto out = wire::relabel(frame, {0, r->caller_request, r->caller}, frame.payload)) {
+      return transport::relayed_frame{r->caller_link, std::move(*out)};
+    }
+  }
   auto msg = wire::decode(frame);
   if (!msg) return error_to(r->caller_link, self, r->caller, r->caller_request, msg.error());
   auto payload = std::move(msg->payload);
@@ -102,14 +112,14 @@ relayed relay_rpc(rpc_routes& routes, node_id self, transport::link_id from, con
                   std::chrono::steady_clock::time_point now) {
   auto head = wire::peek(frame);
   if (!head) return std::nullopt;
-  if ((head->reply_to & rpc_relay_bit) != 0) return relay_answer(routes, self, from, frame, head->reply_to);
+  if ((head->reply_to & rpc_relay_bit) != 0) return relay_answer(routes, self, from, frame, *head);
   if (!head->rpc || head->reply_to != 0) return std::nullopt;
   auto msg = wire::decode(frame);
   if (!msg) return std::nullopt;
   auto& body = std::get<wire::rpc>(msg->env.body).body;
   if (auto* call = std::get_if<wire::rpc_call>(&body); call != nullptr && msg->env.request_id != 0) {
     auto c = *call;
-    return relay_call(routes, self, from, *msg, c, now);
+    return relay_call(routes, self, from, frame, *msg, c, now);
   }
   if (auto* cancel = std::get_if<wire::rpc_cancel>(&body); cancel != nullptr && msg->env.request_id == 0) {
     return relay_cancel(routes, from, *msg, cancel->call);

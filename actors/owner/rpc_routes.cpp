@@ -110,11 +110,10 @@ std::vector<rpc_routes::candidate> rpc_routes::candidates(const name_state& n, b
   for (auto& [client, i] : n.local) {
     if (i.live) out.push_back({client, &i, nullptr});
   }
-  if (with_remote) {
-    for (auto& r : n.remote) {
-      // A client known both here and elsewhere moved here: this owner knows.
-      if (n.local.find(r.client) == n.local.end()) out.push_back({r.client, nullptr, &r});
-    }
+  if (!with_remote || n.remote.empty()) return out;  // the map's order: by client id
+  for (auto& r : n.remote) {
+    // A client known both here and elsewhere moved here: this owner knows.
+    if (n.local.find(r.client) == n.local.end()) out.push_back({r.client, nullptr, &r});
   }
   std::sort(out.begin(), out.end(), [](const candidate& a, const candidate& b) { return a.client < b.client; });
   return out;

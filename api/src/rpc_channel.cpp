@@ -1,5 +1,6 @@
 #include "api/src/rpc_channel.hpp"
 
+#include <sched.h>
 #include <sys/socket.h>
 
 #include "actors/common/endpoint.hpp"
@@ -141,16 +142,24 @@ void rpc_channel::dispatch(wire::message msg) {
   if (auto* c = std::get_if<wire::rpc_cancel>(&rpc->body); c != nullptr && hooks_.on_cancel) hooks_.on_cancel(c->call);
 }
 
+void rpc_channel::yielding_spin(transport::shm::ring& responses) {
+  auto spin = std::chrono::microseconds{spin_us_.load(std::memory_order_relaxed)};
+  if (spin.count() == 0) return;
+  // Spinning with sched_yield: on a core of its own this is a plain spin;
+  // on a core shared with the owner's poller (or anything else), whoever
+  // else is runnable runs at each turn, so the spin never keeps the owner
+  // from passing the next call on.
+  auto until = clock::now() + spin;
+  while (!stopping_ && !responses.peek().has_value() && !responses.closed() && clock::now() < until) ::sched_yield();
+}
+
 void rpc_channel::run() {
   auto& responses = *link_->responses;
-  auto spin = spin_us_.load(std::memory_order_relaxed);
-  transport::shm::waiter w{{std::chrono::microseconds{spin}, std::chrono::duration_cast<std::chrono::microseconds>(nap)}};
+  // The waiter sleeps at once: this thread spins itself, yielding.
+  transport::shm::waiter w{{std::chrono::microseconds{0}, std::chrono::duration_cast<std::chrono::microseconds>(nap)}};
   error down{errc::aborted, "closed locally"};
   while (!stopping_) {
-    if (auto now_spin = spin_us_.load(std::memory_order_relaxed); now_spin != spin) {
-      spin = now_spin;
-      w = transport::shm::waiter{{std::chrono::microseconds{spin}, std::chrono::duration_cast<std::chrono::microseconds>(nap)}};
-    }
+    yielding_spin(responses);
     auto state = w.wait_readable(responses, next_wake(clock::now()));
     if (state == transport::shm::wait_result::broken) {
       down = error{errc::protocol, "the owner's response ring is corrupt"};

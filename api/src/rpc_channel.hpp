@@ -74,6 +74,7 @@ class rpc_channel {
 
   rpc_channel(std::shared_ptr<transport::shm::client_link> link, hooks h, std::chrono::microseconds spin);
   void run();
+  void yielding_spin(transport::shm::ring& responses);
   void dispatch(wire::message msg);
   void finish(std::uint64_t id, result<wire::message> outcome);
   void expire(clock::time_point now);

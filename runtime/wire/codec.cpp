@@ -549,11 +549,47 @@ std::optional<envelope_peek> peek(const inbound_frame& frame) {
   try {
     capnp::FlatArrayMessageReader reader{words, reader_options(words)};
     auto root = reader.getRoot<s::Envelope>();
-    return envelope_peek{root.getRequestId(), root.getReplyTo(),
-                         root.getBody().which() == s::Envelope::Body::Which::RPC};
+    envelope_peek out{root.getRequestId(), root.getReplyTo(), false, 0};
+    if (root.getBody().which() != s::Envelope::Body::Which::RPC) return out;
+    out.rpc = true;
+    auto r = root.getBody().getRpc();
+    if (r.which() == s::Rpc::Which::REPLY) out.result_buffer = r.getReply();
+    return out;
   } catch (const kj::Exception&) {
     return std::nullopt;
   }
+}
+
+std::optional<outbound_frame> relabel(const inbound_frame& frame, const envelope_ids& ids, shared_bytes payload) {
+  // The root pointer starts segment 0; a struct pointer's low 2 bits are
+  // 0, then a signed 30-bit offset in words from the pointer's end, then
+  // the data section's size in words. requestId, replyTo, source and
+  // target are its first four words (sluice.capnp, @0..@3).
+  if (!check_segment_table(frame)) return std::nullopt;
+  auto bytes = frame.envelope.span();
+  std::uint32_t last_segment = 0;
+  std::uint32_t first_words = 0;
+  std::memcpy(&last_segment, bytes.data(), 4);
+  std::memcpy(&first_words, bytes.data() + 4, 4);
+  auto start = segment_table_words(std::size_t{last_segment} + 1);
+  if (first_words < 1 || start + first_words > bytes.size() / 8) return std::nullopt;
+  std::uint64_t root = 0;
+  std::memcpy(&root, bytes.data() + start * 8, 8);
+  auto offset = static_cast<std::int32_t>(static_cast<std::uint32_t>(root)) >> 2;
+  auto data_words = static_cast<std::uint16_t>(root >> 32);
+  if ((root & 3) != 0 || offset < 0 || data_words < 4) return std::nullopt;
+  auto data = start + 1 + static_cast<std::size_t>(offset);
+  if (data + 4 > start + first_words) return std::nullopt;
+  auto buf = byte_buffer::allocate(frame_header_bytes + bytes.size());
+  auto head = encode_frame_header(
+      frame_header{frame_version, 0, static_cast<std::uint32_t>(bytes.size()), payload.size()});
+  std::memcpy(buf.data(), head.data(), head.size());
+  auto* env = buf.data() + frame_header_bytes;
+  std::memcpy(env, bytes.data(), bytes.size());
+  std::memcpy(env + data * 8, &ids.request_id, 8);
+  std::memcpy(env + (data + 1) * 8, &ids.reply_to, 8);
+  std::memcpy(env + (data + 3) * 8, &ids.target.value, 8);
+  return outbound_frame{std::move(buf).freeze(), std::move(payload)};
 }
 
 result<message> decode(inbound_frame frame) {

@@ -27,11 +27,27 @@ struct envelope_peek {
   std::uint64_t request_id = 0;
   std::uint64_t reply_to = 0;
   bool rpc = false;  ///< the body is an rpc message
+  /// The body is an rpc_reply naming this result buffer (0: none).
+  std::uint64_t result_buffer = 0;
 };
 
 /// The envelope's ids and kind, read without building the message; nothing
 /// when the envelope is malformed (decode() then says why).
 std::optional<envelope_peek> peek(const inbound_frame& frame);
+
+/// The ids a relay gives a frame it passes on.
+struct envelope_ids {
+  std::uint64_t request_id = 0;
+  std::uint64_t reply_to = 0;
+  node_id target;
+};
+
+/// `frame` as it came, with the envelope's request id, reply-to and target
+/// replaced and `payload` after it: a relay passes a frame on without
+/// decoding and encoding it again. Nothing when the envelope is not laid
+/// out as this build writes envelopes (the relay then decodes and
+/// encodes); the receiver checks the result like any frame.
+std::optional<outbound_frame> relabel(const inbound_frame& frame, const envelope_ids& ids, shared_bytes payload);
 
 /// Decodes one whole frame held in `bytes` (header, envelope, payload), for
 /// tests, fuzzing and tools. Copies the envelope into an aligned buffer

@@ -301,6 +301,11 @@ bytes frame_bytes(const envelope& env, shared_bytes payload = {}) {
   return bytes(flat.data(), flat.data() + flat.size());
 }
 
+bytes frame_bytes_of(const outbound_frame& frame) {
+  auto flat = flatten(frame);
+  return bytes(flat.data(), flat.data() + flat.size());
+}
+
 result<message> decode_vector(const bytes& frame, const frame_limits& limits = {}) {
   return decode_bytes(std::span<const std::byte>{frame.data(), frame.size()}, limits);
 }
@@ -380,6 +385,34 @@ TEST_CASE("wire: every message kind survives encode and decode with all fields")
   }
   CHECK(kinds.size() == std::variant_size_v<body>);
   CHECK(rpc_kinds.size() == std::variant_size_v<rpc_body>);
+}
+
+TEST_CASE("wire: relabel passes a frame on with new ids and everything else as it was") {
+  auto env = sample_envelope(rpc{rpc_call{"embed", node_id{3}, rpc_routing::least_outstanding, 0, node_id{9}}});
+  auto frame = encode(env, shared_bytes::copy_of(std::string_view{"args"}));
+  inbound_frame in{frame.head.slice(frame_header_bytes, frame.head.size() - frame_header_bytes), frame.payload};
+  auto out = relabel(in, {7, 8, node_id{0xc3}}, shared_bytes::copy_of(std::string_view{"other"}));
+  REQUIRE(out.has_value());
+  auto decoded = decode_vector(frame_bytes_of(*out));
+  REQUIRE(decoded.ok());
+  env.request_id = 7;
+  env.reply_to = 8;
+  env.target = node_id{0xc3};
+  CHECK(same(decoded->env, env));
+  CHECK(decoded->payload.as_string_view() == "other");
+  // A big envelope spans segments the same way: still relabelled right.
+  auto big = sample_envelope(large_status(1000));
+  auto big_frame = encode(big);
+  auto relabelled = relabel(
+      inbound_frame{big_frame.head.slice(frame_header_bytes, big_frame.head.size() - frame_header_bytes), {}},
+      {1, 2, node_id{3}}, {});
+  REQUIRE(relabelled.has_value());
+  auto again = decode_vector(frame_bytes_of(*relabelled));
+  REQUIRE(again.ok());
+  big.request_id = 1;
+  big.reply_to = 2;
+  big.target = node_id{3};
+  CHECK(same(again->env, big));
 }
 
 TEST_CASE("wire: peek reads a frame's ids and whether it is rpc without decoding the rest") {

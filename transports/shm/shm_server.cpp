@@ -219,6 +219,9 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
+      // A reader that spins on this core for the next relayed frame (a
+      // handler next to its owner) gets its turn now and then.
+      if (relayed_since_sleep_) ::sched_yield();
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) idle_since = now;
       if (now - idle_since >= options_.spin) {
@@ -255,7 +258,7 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
-  bool woke = false;  // a relayed frame woke its sleeping reader
+  bool relayed = false;  // a frame went from this client to another
   for (int n = 0; n < records_per_turn; ++n) {
     auto record = c.requests->peek();
     if (!record) break;
@@ -277,7 +280,7 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
-    if (c.greeted && options_.relay && relay(c.id, *frame, woke)) continue;
+    if (c.greeted && options_.relay && relay(c.id, *frame, relayed)) continue;
     if (c.greeted && options_.fast_path) {
       if (auto reply = options_.fast_path(*frame)) {
         std::lock_guard guard{c.send_mutex};
@@ -297,10 +300,10 @@ bool shm_server::drain(client& c) {
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
-  // A reader woken here may share this core (a handler next to its
-  // owner): give it the core now rather than at the end of our time
-  // slice. When it runs elsewhere, this returns at once.
-  if (woke) ::sched_yield();
+  // A reader of what was relayed may share this core (a handler next to
+  // its owner), asleep or spinning: give it the core now rather than at
+  // the end of our time slice. When it runs elsewhere, this returns at once.
+  if (relayed) ::sched_yield();
   return any;
 }
 
@@ -319,7 +322,7 @@ bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
   return false;
 }
 
-bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& woke) {
+bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& relayed) {
   auto routed = options_.relay(from, frame);
   if (!routed) return false;
   if (routed->to == 0) return true;
@@ -332,7 +335,10 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& wok
     return true;
   }
   std::lock_guard guard{to->send_mutex};
-  if (!to->closed) woke |= queue_or_write(*to, std::move(routed->frame));
+  if (to->closed) return true;
+  queue_or_write(*to, std::move(routed->frame));
+  relayed = true;
+  relayed_since_sleep_ = true;
   return true;
 }
 
@@ -350,6 +356,7 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
+  relayed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -148,10 +148,12 @@ struct serve_options {
   std::uint32_t max_concurrent = 64;
   /// How long the thread that runs this client's handlers spins for the
   /// next call before it sleeps (the largest of the served names counts).
-  /// 0 suits a handler sharing a core with its owner (a small machine:
-  /// spinning would keep the owner from passing the call on); on a core
-  /// of its own, some microseconds save a wake-up per call.
-  std::chrono::microseconds spin{0};
+  /// It spins yielding the core at each turn, so it never keeps the owner
+  /// (or anything else on its core) from running: next to its owner on a
+  /// small machine the owner passes the next call on meanwhile; on a core
+  /// of its own it finds the call without a wake-up. 0: sleep at once
+  /// (no idle CPU; each call then costs a wake-up).
+  std::chrono::microseconds spin{50};
 };
 
 /// A call's result. Move-only; it holds the result's bytes until it is
