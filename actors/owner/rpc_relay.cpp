@@ -25,7 +25,7 @@ relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, co
   // Arguments this large go through the pool (the caller sent a buffer);
   // the actor copies other large ones there.
   if (call.args_buffer == 0 && msg.payload.size() >= rpc_pool_bytes_min) return std::nullopt;
-  auto route = routes.route(call.method, call.target, call.routing, now, rpc_routes::mode::local_only);
+  auto route = routes.route(call.method, call.target, call.routing, now, rpc_routes::mode::relay);
   if (route.what != rpc_route::kind::local) return std::nullopt;
   auto budget = msg.env.deadline_us == 0 ? std::chrono::microseconds{max_request_timeout}
                                          : std::min(std::chrono::microseconds{msg.env.deadline_us},

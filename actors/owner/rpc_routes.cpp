@@ -105,11 +105,12 @@ std::vector<std::string> rpc_routes::to_refresh(time_point before) {
 
 // --- routing -----------------------------------------------------------------
 
-std::vector<rpc_routes::candidate> rpc_routes::candidates(const name_state& n, bool with_remote) {
+std::vector<rpc_routes::candidate> rpc_routes::candidates(const name_state& n, mode m) const {
   std::vector<candidate> out;
   for (auto& [client, i] : n.local) {
-    if (i.live) out.push_back({client, &i, nullptr});
+    if (i.live && (m != mode::relay || shares_pool(i.link))) out.push_back({client, &i, nullptr});
   }
+  bool with_remote = m == mode::any || m == mode::stale_ok;
   if (!with_remote || n.remote.empty()) return out;  // the map's order: by client id
   for (auto& r : n.remote) {
     // A client known both here and elsewhere moved here: this owner knows.
@@ -138,6 +139,13 @@ std::size_t rpc_routes::pick(const std::vector<candidate>& c, wire::rpc_routing 
   return best;
 }
 
+bool rpc_routes::all_share_pool(const name_state& n) const {
+  for (auto& [client, i] : n.local) {
+    if (i.live && !shares_pool(i.link)) return false;
+  }
+  return true;
+}
+
 rpc_route rpc_routes::to_route(const candidate& c) {
   ++outstanding_[c.client];
   auto r = route_of(c.local != nullptr ? rpc_route::kind::local : rpc_route::kind::remote);
@@ -163,8 +171,11 @@ rpc_route rpc_routes::route(const std::string& name, node_id target, wire::rpc_r
   if (target != node_id{}) {
     // A caller that names the client gets it, live session or not: it
     // asked for that one.
-    if (auto l = n.local.find(target); l != n.local.end()) return to_route({target, &l->second, nullptr});
-    if (m == mode::local_only) return route_of(rpc_route::kind::none);
+    if (auto l = n.local.find(target); l != n.local.end()) {
+      if (m == mode::relay && !shares_pool(l->second.link)) return route_of(rpc_route::kind::none);
+      return to_route({target, &l->second, nullptr});
+    }
+    if (m == mode::local_only || m == mode::relay) return route_of(rpc_route::kind::none);
     if (!known) return route_of(rpc_route::kind::lookup);
     for (auto& r : n.remote) {
       if (r.client == target) return to_route({target, nullptr, &r});
@@ -175,8 +186,8 @@ rpc_route rpc_routes::route(const std::string& name, node_id target, wire::rpc_r
   // The poller routes a call to any instance only when every instance is
   // local and known to be: otherwise round robin across hosts is the
   // actor's to keep.
-  if (m == mode::local_only && (!fresh || !n.remote.empty())) return route_of(rpc_route::kind::none);
-  auto c = candidates(n, m != mode::local_only);
+  if (m == mode::relay && (!fresh || !n.remote.empty() || !all_share_pool(n))) return route_of(rpc_route::kind::none);
+  auto c = candidates(n, m);
   if (c.empty()) return route_of(rpc_route::kind::none);
   auto at = pick(c, routing, n.next);
   n.next = at + 1;

@@ -131,13 +131,14 @@ class rpc_routes {
 
   enum class mode : std::uint8_t {
     any,         ///< local and remote instances; `lookup` when stale
-    local_only,  ///< only this owner's clients (the poller; calls from other owners)
+    local_only,  ///< only this owner's clients (calls from other owners)
+    relay,       ///< only its clients on links that share the pool (the poller)
     stale_ok,    ///< the master cannot be asked: use what is known, however old
   };
   /// Picks the instance for a call to `name` (`target` 0: any live one,
   /// by `routing`) and counts the call outstanding on it until
   /// finished(). Nothing is counted or advanced unless the route is local
-  /// or remote — and, in local_only mode, unless it is local.
+  /// or remote — and, in local_only and relay modes, unless it is local.
   rpc_route route(const std::string& name, node_id target, wire::rpc_routing routing, time_point now, mode m);
   /// A call routed to `client` finished.
   void finished(node_id client);
@@ -194,8 +195,11 @@ class rpc_routes {
     const remote_instance* remote = nullptr;
   };
 
-  static std::vector<candidate> candidates(const name_state& n, bool with_remote);
+  std::vector<candidate> candidates(const name_state& n, mode m) const;
   std::size_t pick(const std::vector<candidate>& c, wire::rpc_routing routing, std::uint64_t start) const;
+  /// Every live local instance of `n` is on a link that shares the pool:
+  /// the poller may route calls to any instance of it.
+  bool all_share_pool(const name_state& n) const;
   rpc_route to_route(const candidate& c);
 
   std::function<bool(transport::link_id)> shares_pool_;

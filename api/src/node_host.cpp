@@ -207,6 +207,8 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
   deps.owner_addresses = std::move(owner_addresses);
   deps.keepalive = std::chrono::duration_cast<clock_duration>(cfg.client.keepalive);
+  h.served_ = std::make_shared<rpc_served_slot>();
+  deps.served = h.served_;
   auto shm = std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_);
   h.shm_client_ = shm.get();
   h.net_->add(shm_tag, std::move(shm));

@@ -31,6 +31,7 @@ rpc_channel::rpc_channel(std::shared_ptr<transport::shm::client_link> link, hook
     : link_(std::move(link)), hooks_(std::move(h)), spin_us_(spin.count()), thread_([this] { run(); }) {}
 
 rpc_channel::~rpc_channel() {
+  closing_ = true;
   stopping_ = true;
   {
     // Closing the request ring tells the owner at once; the reader wakes
@@ -204,6 +205,7 @@ void rpc_channel::run() {
   }
   fail_all(error{down.code() == errc::aborted ? errc::unavailable : down.code(),
                  "the rpc link to the owner is down: " + down.message()});
+  if (!closing_ && hooks_.on_down) hooks_.on_down();
 }
 
 }  // namespace sluice

@@ -39,6 +39,9 @@ class rpc_channel {
     std::function<void(wire::message)> on_call;
     /// The caller gave up call `id` (an rpc_cancel).
     std::function<void(std::uint64_t id)> on_cancel;
+    /// The link broke (the owner went away); not called when the channel
+    /// is closed by its destructor.
+    std::function<void()> on_down;
   };
 
   /// Opens a link to the owner's shm socket at `address`, sends `hello`
@@ -87,6 +90,7 @@ class rpc_channel {
   std::atomic<std::int64_t> spin_us_;
   std::atomic<bool> usable_{true};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> closing_{false};  // the destructor runs
   std::atomic<std::uint64_t> next_id_{1};
 
   std::mutex pending_mutex_;  // guards pending_, deadlines_

@@ -3,6 +3,7 @@
 // and its answer comes back there; asynchronous calls and served calls use
 // rpc channels of their own (rpc_channel.hpp). Over TCP every call goes
 // through the client node.
+#include <condition_variable>
 #include <future>
 #include <thread>
 
@@ -24,6 +25,9 @@ constexpr std::chrono::milliseconds sync_slack{1000};
 constexpr std::uint32_t max_concurrent_max = 65536;
 /// Largest arguments buffer: what a dict may encode to.
 constexpr std::uint64_t max_args_bytes = dict_encoded_bytes_max;
+/// Pause between two attempts to serve again after the owner went away:
+/// its restart takes a while, and each attempt costs it a connection.
+constexpr std::chrono::milliseconds reserve_interval{500};
 
 std::chrono::milliseconds effective(const client::impl& c, std::chrono::milliseconds timeout) {
   return timeout.count() > 0 ? timeout : c.options.timeout;
@@ -86,25 +90,96 @@ struct rpc_endpoint::impl {
   client::impl* self;  // REQUIRES: outlives this endpoint (it lives inside the client)
   std::mutex mutex;      // guards the channels' creation
   std::shared_ptr<serve_state> serving;
+  /// Serves over the node's own link when there is no shared memory.
+  std::shared_ptr<node_served> node;
   std::shared_ptr<rpc_channel> calls;
+
+  // Serving again on a new link when the owner went away (keep()).
+  std::mutex keeper_mutex;  // guards the two flags
+  std::condition_variable keeper_wake;
+  bool keeper_stop = false;
+  bool link_lost = false;
+  std::thread keeper;
 
   explicit impl(client::impl* c) : self(c) {}
   ~impl() {
+    {
+      std::lock_guard guard{keeper_mutex};
+      keeper_stop = true;
+    }
+    keeper_wake.notify_one();
+    if (keeper.joinable()) keeper.join();
     std::shared_ptr<rpc_channel> closing;
     if (serving) {
       std::lock_guard guard{serving->mutex};
       closing = std::move(serving->channel);
     }
     closing.reset();  // joins the serving thread; the owner drops this client's instances
+    if (node) {
+      self->host->served()->set(nullptr);
+      node->stop();
+    }
     calls.reset();
   }
 
   bool on_owners_host() const { return !self->shm_address.empty() && self->host->shm() != nullptr; }
   result<std::shared_ptr<rpc_channel>> serve_channel();
   result<std::shared_ptr<rpc_channel>> call_channel();
+  /// Sends a serve or unserve to the owner on the link the calls come on:
+  /// `on`, or (null) the node's own link.
   result<void> tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on);
+  /// The link calls come on: a serving channel on the owner's host, else
+  /// the node's own link (null).
+  result<std::shared_ptr<rpc_channel>> calls_link();
   result<void> serve_name(std::string_view name, std::shared_ptr<served_name> h);
+
+  /// The link the handlers were served on broke.
+  void lost();
+  /// The keeper's thread: after each loss, serves every handler again
+  /// (a new link to the owner, or to its successor) until it works.
+  void keep();
+  /// Tells the owner again about every served name; false when it failed.
+  bool serve_again();
 };
+
+void rpc_endpoint::impl::lost() {
+  {
+    std::lock_guard guard{keeper_mutex};
+    link_lost = true;
+  }
+  keeper_wake.notify_one();
+}
+
+bool rpc_endpoint::impl::serve_again() {
+  auto link = calls_link();
+  if (!link) return false;
+  std::vector<std::pair<std::string, std::uint32_t>> names;
+  {
+    std::lock_guard guard{serving->mutex};
+    for (auto& [name, h] : serving->handlers) names.emplace_back(name, h->max_concurrent);
+  }
+  for (auto& [name, max_concurrent] : names) {
+    if (!tell_owner(wire::rpc{wire::rpc_serve{name, max_concurrent}}, *link)) return false;
+  }
+  get_logger("rpc")->info("serving {} names again after the link to the owner was lost", names.size());
+  return true;
+}
+
+void rpc_endpoint::impl::keep() {
+  std::unique_lock lock{keeper_mutex};
+  while (true) {
+    keeper_wake.wait(lock, [this] { return keeper_stop || link_lost; });
+    if (keeper_stop) return;
+    link_lost = false;
+    while (true) {
+      if (keeper_wake.wait_for(lock, reserve_interval, [this] { return keeper_stop; })) return;
+      lock.unlock();
+      bool served = serve_again();
+      lock.lock();
+      if (served) break;
+    }
+  }
+}
 
 result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
   std::lock_guard guard{mutex};
@@ -121,6 +196,7 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
   rpc_channel::hooks hooks{
       [state](wire::message msg) { state->on_call(state->shared_from_this(), std::move(msg)); },
       [state](std::uint64_t id) { state->on_cancel(id); },
+      [this] { lost(); },
   };
   auto opened = rpc_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(),
                                   std::move(hooks), std::chrono::microseconds{0});
@@ -141,7 +217,27 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::call_channel() {
   return calls;
 }
 
+result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
+  if (on_owners_host()) return serve_channel();
+  std::lock_guard guard{mutex};
+  if (!serving) {
+    serving = std::make_shared<serve_state>();
+    serving->owner_client = self;
+  }
+  if (!node) {
+    node = std::make_shared<node_served>(serving);
+    node->on_down = [this] { lost(); };
+    self->host->served()->set(node);
+  }
+  return std::shared_ptr<rpc_channel>{};
+}
+
 result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on) {
+  if (!on) {
+    auto reply = ask(*self, request, {}, self->options.timeout);
+    if (!reply) return std::move(reply).error();
+    return {};
+  }
   if (on->thread_id() == std::this_thread::get_id()) {
     return fail(errc::invalid_argument, "serve() and unserve() cannot run inside a handler of the same client");
   }
@@ -193,12 +289,12 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_p
     return fail(errc::invalid_argument, "max_concurrent must be from 1 to " + std::to_string(max_concurrent_max));
   }
   if (h->spin.count() < 0) return fail(errc::invalid_argument, "a negative spin");
-  if (!on_owners_host()) {
-    return fail(errc::invalid_argument, "serving needs shared memory: this client reaches its owner over TCP; "
-                                        "serve from a process on the owner's host");
-  }
-  auto channel = serve_channel();
+  auto channel = calls_link();
   if (!channel) return channel.error();
+  {
+    std::lock_guard guard{mutex};
+    if (!keeper.joinable()) keeper = std::thread([this] { keep(); });
+  }
   auto& state = *serving;
   std::chrono::microseconds spin{0};
   {
@@ -206,7 +302,7 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_p
     state.handlers[std::string{name}] = h;
     for (auto& [n, each] : state.handlers) spin = std::max(spin, each->spin);
   }
-  (*channel)->set_spin(spin);
+  if (*channel) (*channel)->set_spin(spin);
   auto max_concurrent = h->max_concurrent;
   auto told = tell_owner(wire::rpc{wire::rpc_serve{std::string{name}, max_concurrent}}, *channel);
   if (!told) {
@@ -221,6 +317,7 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_p
 result<void> rpc_endpoint::unserve(std::string_view name) {
   if (auto ok = check_rpc_name(name); !ok) return ok.error();
   std::shared_ptr<rpc_channel> channel;
+  bool served = false;
   {
     std::lock_guard guard{impl_->mutex};
     if (impl_->serving) {
@@ -229,10 +326,11 @@ result<void> rpc_endpoint::unserve(std::string_view name) {
       if (auto it = handlers.find(name); it != handlers.end()) {
         handlers.erase(it);
         channel = impl_->serving->channel;
+        served = true;
       }
     }
   }
-  if (!channel) return fail(errc::not_found, "this client does not serve '" + std::string{name} + "'");
+  if (!served) return fail(errc::not_found, "this client does not serve '" + std::string{name} + "'");
   return impl_->tell_owner(wire::rpc{wire::rpc_unserve{std::string{name}}}, channel);
 }
 

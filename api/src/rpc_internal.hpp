@@ -4,6 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <thread>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -13,6 +16,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/client/client_rpc.hpp"
 #include "api/src/client_impl.hpp"
 #include "api/src/rpc_channel.hpp"
 #include "sluice/rpc.hpp"
@@ -99,9 +103,40 @@ struct serve_state : std::enable_shared_from_this<serve_state> {
   /// Null once the endpoint closed.
   std::shared_ptr<rpc_channel> channel;
 
-  /// Runs on the channel's thread.
-  void on_call(const std::shared_ptr<serve_state>& self, wire::message msg);
+  /// Runs the call's handler (on the channel's thread, or on the thread
+  /// of a node_served). `answer`: how the answer goes back; empty: on
+  /// `channel`.
+  void on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer = {});
   void on_cancel(std::uint64_t id);
+};
+
+/// Serves the calls that reach the client node's own link (a client over
+/// TCP has no channel of its own): a thread of its own runs them one after
+/// another, so that the client actor never waits for a handler.
+class node_served final : public rpc_served {
+ public:
+  explicit node_served(std::shared_ptr<serve_state> state);
+  ~node_served() override;
+  void on_call(wire::message call, answer_fn answer) override;
+  void on_cancel(std::uint64_t id) override;
+  void on_link_down() override {
+    if (on_down) on_down();
+  }
+  /// Told when the node's link went down. Set before the node may call.
+  std::function<void()> on_down;
+  /// Stops the thread (what is queued is answered `unavailable`).
+  /// Idempotent. REQUIRES: not called from a handler.
+  void stop();
+
+ private:
+  void run();
+
+  std::shared_ptr<serve_state> state_;
+  std::mutex mutex_;  // guards queue_, stopping_
+  std::condition_variable wake_;
+  std::deque<std::pair<wire::message, answer_fn>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: it starts once the rest exists
 };
 
 /// What answering one call needs; shared by the sync path and a promise.
@@ -111,6 +146,8 @@ struct rpc_promise::impl {
   std::uint64_t request_id = 0;
   node_id reply_to;  // the envelope's source: the owner or the caller
   std::string method;
+  /// How the answer goes back; empty: on serving->channel.
+  rpc_served::answer_fn through;
   std::atomic<bool> answered{false};
 
   void answer(const dict_builder& result);

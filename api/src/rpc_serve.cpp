@@ -48,10 +48,11 @@ result<rpc_request> admit(client::impl& c, served_name& h, const std::string& me
 
 }  // namespace
 
-void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::message msg) {
+void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer) {
   auto& call = std::get<wire::rpc_call>(std::get<wire::rpc>(msg.env.body).body);
   auto promise = std::make_shared<rpc_promise::impl>();
   promise->serving = self;
+  promise->through = std::move(answer);
   promise->request_id = msg.env.request_id;
   promise->reply_to = msg.env.source;
   promise->method = call.method;
@@ -95,6 +96,60 @@ void serve_state::on_cancel(std::uint64_t id) {
   if (auto flag = it->second.lock()) flag->store(true, std::memory_order_release);
 }
 
+// --- calls on the node's own link -----------------------------------------------------
+
+/// Calls waiting for the serving thread at most; more are answered
+/// `overloaded` at once (the client actor must never block on them).
+constexpr std::size_t node_served_queue_max = 65536;
+
+node_served::node_served(std::shared_ptr<serve_state> state) : state_(std::move(state)), thread_([this] { run(); }) {}
+
+node_served::~node_served() { stop(); }
+
+void node_served::stop() {
+  {
+    std::lock_guard guard{mutex_};
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  for (auto& [call, answer] : queue_) {
+    answer(wire::error_reply{errc::unavailable, "the serving client is closing"}, {});
+  }
+  queue_.clear();
+}
+
+void node_served::on_call(wire::message call, answer_fn answer) {
+  {
+    std::lock_guard guard{mutex_};
+    if (!stopping_ && queue_.size() < node_served_queue_max) {
+      queue_.emplace_back(std::move(call), std::move(answer));
+      wake_.notify_one();
+      return;
+    }
+  }
+  answer(wire::error_reply{errc::overloaded, "this client has " + std::to_string(node_served_queue_max) +
+                                                 " calls waiting for its handlers already"},
+         {});
+}
+
+void node_served::on_cancel(std::uint64_t id) { state_->on_cancel(id); }
+
+void node_served::run() {
+  while (true) {
+    std::pair<wire::message, answer_fn> next;
+    {
+      std::unique_lock lock{mutex_};
+      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    state_->on_call(state_, std::move(next.first), std::move(next.second));
+  }
+}
+
 // --- answers -----------------------------------------------------------------------
 
 bool rpc_promise::impl::claim() {
@@ -106,6 +161,7 @@ bool rpc_promise::impl::claim() {
 }
 
 void rpc_promise::impl::send(wire::body body, shared_bytes payload) {
+  if (through) return through(std::move(body), std::move(payload));
   wire::envelope env;
   env.reply_to = request_id;
   env.source = serving->owner_client->host->id();

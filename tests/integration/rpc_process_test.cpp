@@ -129,3 +129,23 @@ TEST_CASE("rpc: a call between clients of two owners passes through both, large 
   REQUIRE(pending.wait_for(20s));
   CHECK(pending.get().code() == errc::unavailable);
 }
+
+TEST_CASE("rpc: a serving process serves again through a new owner after its owner is killed") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto address = owner.address;
+  auto server = start_server(address, "who", "who");
+  auto caller = shm_client(address);
+  CHECK(field(call_until_ok(*caller, rpc_target::any(), "who", {}), "id") == server.id);
+
+  owner.proc->signal(SIGKILL);
+  owner.proc->wait(5s);
+  // The host's owner comes back at the same address, empty.
+  auto successor = start_node({"owner", "--master", master.address, "--listen", address});
+  // The serving process finds it and serves its name again; calls reach it.
+  CHECK(field(call_until_ok(*caller, rpc_target::any(), "who", {}), "id") == server.id);
+  auto listed = caller->rpc().instances("who");
+  REQUIRE(listed.ok());
+  REQUIRE(listed->size() == 1);
+  CHECK(listed->front().client_id == server.id);
+}

@@ -264,8 +264,7 @@ class rpc_endpoint {
   /// calls in progress fail `unavailable` at their callers). Serving a
   /// name again replaces its handler. Handlers run one at a time on this
   /// client's serving thread: a handler that blocks delays the next call
-  /// (give long work an async handler). Needs shared memory (a client on
-  /// its owner's host): otherwise invalid_argument.
+  /// (give long work an async handler).
   result<void> serve(std::string_view name, rpc_handler handler, serve_options options = {});
   result<void> serve_async(std::string_view name, rpc_async_handler handler, serve_options options = {});
   /// Stops serving `name`; not_found when this client does not serve it.
