@@ -82,7 +82,8 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     deliver_reply(std::move(msg));
     return std::nullopt;
   }
-  if (msg.env.request_id != 0 && !requests_seen_[link].first_time(msg.env.request_id)) {
+  if (msg.env.request_id != 0 &&
+      !requests_seen_[{link, (msg.env.request_id >> 63) != 0}].first_time(msg.env.request_id)) {
     log_->debug("link {:#x}: request {} arrived twice; served once", link, msg.env.request_id);
     return std::nullopt;
   }
@@ -100,7 +101,8 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
     gone = std::move(it->second);
     peers_.erase(it);
   }
-  requests_seen_.erase(link);
+  requests_seen_.erase({link, false});
+  requests_seen_.erase({link, true});
   // Collect first: a handler may send new requests while we iterate.
   std::vector<std::uint64_t> failed;
   for (auto& [id, p] : pending_) {

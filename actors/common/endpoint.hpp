@@ -161,7 +161,11 @@ class endpoint {
   sweep_scheduler schedule_sweep_;
   fault_sites* faults_;
   std::map<transport::link_id, peer_info> peers_;
-  std::map<transport::link_id, replay_window> requests_seen_;
+  /// By link and by the top bit of the id: a peer's own requests count up
+  /// from 1, and an owner's relay passes on calls of other clients under
+  /// ids of its own with that bit set, on the same link (rpc_routes.hpp);
+  /// each sender's ids grow, not the two together.
+  std::map<std::pair<transport::link_id, bool>, replay_window> requests_seen_;
   std::map<std::uint64_t, pending_request> pending_;
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
   std::optional<clock_time> sweep_at_;

@@ -118,6 +118,7 @@ relayed relay_rpc(rpc_routes& routes, node_id self, transport::link_id from, con
   if (!msg) return std::nullopt;
   auto& body = std::get<wire::rpc>(msg->env.body).body;
   if (auto* call = std::get_if<wire::rpc_call>(&body); call != nullptr && msg->env.request_id != 0) {
+    if (!routes.first_time(from, msg->env.request_id)) return transport::relayed_frame{};  // delivered twice
     auto c = *call;
     return relay_call(routes, self, from, frame, *msg, c, now);
   }

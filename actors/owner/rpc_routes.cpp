@@ -203,6 +203,11 @@ void rpc_routes::finished(node_id client) {
 
 // --- relays ------------------------------------------------------------------
 
+bool rpc_routes::first_time(transport::link_id link, std::uint64_t id) {
+  std::lock_guard guard{mutex_};
+  return seen_[link].first_time(id);
+}
+
 std::optional<std::uint64_t> rpc_routes::add_relay(rpc_relay r) {
   std::lock_guard guard{mutex_};
   if (relays_.size() >= rpc_relays_max) return std::nullopt;
@@ -300,6 +305,7 @@ rpc_routes::link_gone rpc_routes::link_down(transport::link_id link) {
   }
   std::erase_if(buffers_, [link](const auto& e) { return e.second.link == link; });
   buffers_per_link_.erase(link);
+  seen_.erase(link);
   return out;
 }
 

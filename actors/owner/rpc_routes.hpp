@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/common/endpoint.hpp"
 #include "runtime/memory/buffer.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/wire/messages.hpp"
@@ -145,6 +146,10 @@ class rpc_routes {
 
   // --- relays (the poller) -------------------------------------------------
 
+  /// True the first time request `id` arrives on `link`: a call delivered
+  /// twice is relayed once (as the endpoint serves a request once).
+  bool first_time(transport::link_id link, std::uint64_t id);
+
   /// Records a relay (its id assigned here); nothing when rpc_relays_max
   /// are in flight.
   std::optional<std::uint64_t> add_relay(rpc_relay r);
@@ -208,6 +213,7 @@ class rpc_routes {
   std::size_t local_count_ = 0;
   std::map<node_id, std::uint32_t> outstanding_;  // by client
   std::map<std::uint64_t, rpc_relay> relays_;
+  std::map<transport::link_id, replay_window> seen_;  // calls relayed, by caller link
   std::map<std::pair<transport::link_id, std::uint64_t>, std::uint64_t> relay_of_caller_;
   std::uint64_t next_relay_ = 1;
   struct buffer {

@@ -157,6 +157,27 @@ TEST_CASE("sim: a master that forgets its directory when it restarts is caught")
   }));
 }
 
+TEST_CASE("sim: calls between clients pass their checks under heavy faults") {
+  std::uint64_t calls = 0;
+  for (std::uint64_t seed = 1; seed <= 10; ++seed) {
+    auto options = quick(seed, fault_level::heavy);
+    options.rpc = true;
+    auto report = run_seed(options);
+    CHECK_MESSAGE(report.passed(), "seed " << seed << ": " << (report.passed() ? "" : report.violations.front()));
+    calls += report.rpc_calls;
+  }
+  CHECK(calls > 1000);
+}
+
+TEST_CASE("sim: an owner relay that hands calls back to their callers is caught") {
+  CHECK(caught_within(10, [](std::uint64_t seed) {
+    auto options = quick(seed, fault_level::none);
+    options.rpc = true;
+    options.rpc_relay_misroutes = true;
+    return options;
+  }));
+}
+
 TEST_CASE("sim: 30 heavy seeds pass with owners so small that they evict") {
   std::uint64_t evicted = 0;
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
