@@ -151,6 +151,7 @@ struct rpc_promise::impl {
   std::atomic<bool> answered{false};
 
   void answer(const dict_builder& result);
+  void answer(const dict_view& encoded);
   void answer_error(const error& err);
 
  private:

@@ -1,10 +1,12 @@
 // The serving side: a call arrives on the serving channel's thread, runs
 // its handler there, and its answer goes back on the same channel (the
 // owner matches it to the call by link and request id).
+#include <cstring>
 #include <exception>
 
 #include "actors/common/endpoint.hpp"
 #include "api/src/rpc_internal.hpp"
+#include "runtime/rpc_limits.hpp"
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
@@ -185,6 +187,19 @@ void rpc_promise::impl::answer(const dict_builder& result) {
                 {});
   }
   send(wire::rpc{wire::rpc_reply{encoded->buffer}}, std::move(encoded->payload));
+}
+
+void rpc_promise::impl::answer(const dict_view& encoded) {
+  if (!claim()) return;
+  auto region = encoded.region();
+  auto room = make_args(*serving->owner_client, region.size(), region.size() >= rpc_pool_bytes_min);
+  if (!room) {
+    auto why = std::move(room).error();
+    return send(wire::error_reply{why.code(), "the result of '" + method + "' could not be sent: " + why.message()}, {});
+  }
+  std::memcpy(room->bytes().data(), region.data(), region.size());
+  auto e = take_encoded(*room);
+  send(wire::rpc{wire::rpc_reply{e.buffer}}, std::move(e.payload));
 }
 
 void rpc_promise::impl::answer_error(const error& err) {

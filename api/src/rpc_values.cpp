@@ -53,6 +53,9 @@ rpc_promise::~rpc_promise() {
 void rpc_promise::reply(const dict_builder& result) {
   if (impl_) impl_->answer(result);
 }
+void rpc_promise::reply(const dict_view& result) {
+  if (impl_) impl_->answer(result);
+}
 void rpc_promise::reply_error(const error& err) {
   if (impl_) impl_->answer_error(err);
 }

@@ -124,6 +124,9 @@ class rpc_promise {
   /// Answers with `result`, encoded now: the buffers it borrows need to
   /// stay valid only during this call.
   void reply(const dict_builder& result);
+  /// Answers with a dict already encoded (another call's result, a KV
+  /// value holding a dict), copied once.
+  void reply(const dict_view& result);
   /// Answers with an error: the caller gets its code and message.
   void reply_error(const error& err);
   bool answered() const noexcept;
