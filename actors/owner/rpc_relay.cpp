@@ -19,44 +19,50 @@ transport::relayed_frame error_to(transport::link_id link, node_id self, node_id
   return {link, wire::encode(env)};
 }
 
-/// A call to a local instance: it goes to the instance with a relay id.
+/// A call to a local instance: it goes to the instance with a relay id,
+/// the frame passed on as it came (its ids rewritten).
 relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, const wire::inbound_frame& frame,
-                   wire::message& msg, const wire::rpc_call& call, std::chrono::steady_clock::time_point now) {
+                   const wire::envelope_peek& head, std::chrono::steady_clock::time_point now) {
+  const auto& call = *head.call;
   // Arguments this large go through the pool (the caller sent a buffer);
   // the actor copies other large ones there.
-  if (call.args_buffer == 0 && msg.payload.size() >= rpc_pool_bytes_min) return std::nullopt;
+  if (call.args_buffer == 0 && frame.payload.size() >= rpc_pool_bytes_min) return std::nullopt;
   auto route = routes.route(call.method, call.target, call.routing, now, rpc_routes::mode::relay);
   if (route.what != rpc_route::kind::local) return std::nullopt;
-  auto budget = msg.env.deadline_us == 0 ? std::chrono::microseconds{max_request_timeout}
-                                         : std::min(std::chrono::microseconds{msg.env.deadline_us},
-                                                    std::chrono::microseconds{max_request_timeout});
-  rpc_relay r{0, from, msg.env.request_id, msg.env.source, route.link, route.client, call.method, now + budget};
+  auto budget = head.deadline_us == 0 ? std::chrono::microseconds{max_request_timeout}
+                                      : std::min(std::chrono::microseconds{head.deadline_us},
+                                                 std::chrono::microseconds{max_request_timeout});
+  rpc_relay r{0, from, head.request_id, head.source, route.link, route.client, std::string{call.method}, now + budget};
   auto id = routes.add_relay(std::move(r));
   if (!id) {
     routes.finished(route.client);
     return std::nullopt;
   }
   if (call.args_buffer == 0) {
-    if (auto out = wire::relabel(frame, {*id, 0, route.client}, msg.payload)) {
+    if (auto out = wire::relabel(frame, {*id, 0, route.client}, frame.payload)) {
       return transport::relayed_frame{route.link, std::move(*out)};
     }
   }
-  auto args = std::move(msg.payload);
+  auto fail_call = [&](error err) {
+    routes.take_relay(*id, route.link);
+    routes.finished(route.client);
+    return error_to(from, self, head.source, head.request_id, err);
+  };
+  auto msg = wire::decode(frame);
+  if (!msg) return fail_call(msg.error());
+  auto args = std::move(msg->payload);
   if (call.args_buffer != 0) {
-    auto buffer = routes.take_buffer(call.args_buffer, msg.env.source);
+    auto buffer = routes.take_buffer(call.args_buffer, head.source);
     if (!buffer) {
-      routes.take_relay(*id, route.link);
-      routes.finished(route.client);
-      return error_to(from, self, msg.env.source, msg.env.request_id,
-                      error{errc::invalid_argument, "the call names rpc buffer " + std::to_string(call.args_buffer) +
-                                                        ", which this client does not hold"});
+      return fail_call(error{errc::invalid_argument, "the call names rpc buffer " + std::to_string(call.args_buffer) +
+                                                         ", which this client does not hold"});
     }
     args = std::move(*buffer);
   }
-  auto env = std::move(msg.env);
+  auto env = std::move(msg->env);
   env.request_id = *id;
   env.target = route.client;
-  env.body = wire::rpc{wire::rpc_call{call.method, route.client, call.routing, 0, env.source}};
+  env.body = wire::rpc{wire::rpc_call{std::string{call.method}, route.client, call.routing, 0, env.source}};
   return transport::relayed_frame{route.link, wire::encode(env, std::move(args))};
 }
 
@@ -95,12 +101,12 @@ relayed relay_answer(rpc_routes& routes, node_id self, transport::link_id from, 
 
 /// A caller gave up a relayed call: the handler hears of it; its answer,
 /// if one still comes, is dropped.
-relayed relay_cancel(rpc_routes& routes, transport::link_id from, const wire::message& msg, std::uint64_t call) {
-  auto r = routes.take_relay_of_caller(from, call);
+relayed relay_cancel(rpc_routes& routes, transport::link_id from, const wire::envelope_peek& head) {
+  auto r = routes.take_relay_of_caller(from, *head.cancel);
   if (!r) return std::nullopt;  // not relayed here: the actor may know it
   routes.finished(r->client);
   wire::envelope env;
-  env.source = msg.env.source;
+  env.source = head.source;
   env.target = r->client;
   env.body = wire::rpc{wire::rpc_cancel{r->id}};
   return transport::relayed_frame{r->handler_link, wire::encode(env)};
@@ -114,17 +120,11 @@ relayed relay_rpc(rpc_routes& routes, node_id self, transport::link_id from, con
   if (!head) return std::nullopt;
   if ((head->reply_to & rpc_relay_bit) != 0) return relay_answer(routes, self, from, frame, *head);
   if (!head->rpc || head->reply_to != 0) return std::nullopt;
-  auto msg = wire::decode(frame);
-  if (!msg) return std::nullopt;
-  auto& body = std::get<wire::rpc>(msg->env.body).body;
-  if (auto* call = std::get_if<wire::rpc_call>(&body); call != nullptr && msg->env.request_id != 0) {
-    if (!routes.first_time(from, msg->env.request_id)) return transport::relayed_frame{};  // delivered twice
-    auto c = *call;
-    return relay_call(routes, self, from, frame, *msg, c, now);
+  if (head->call && head->request_id != 0) {
+    if (!routes.first_time(from, head->request_id)) return transport::relayed_frame{};  // delivered twice
+    return relay_call(routes, self, from, frame, *head, now);
   }
-  if (auto* cancel = std::get_if<wire::rpc_cancel>(&body); cancel != nullptr && msg->env.request_id == 0) {
-    return relay_cancel(routes, from, *msg, cancel->call);
-  }
+  if (head->cancel && head->request_id == 0) return relay_cancel(routes, from, *head);
   return std::nullopt;
 }
 

@@ -159,7 +159,7 @@ rpc_route rpc_routes::to_route(const candidate& c) {
   return r;
 }
 
-rpc_route rpc_routes::route(const std::string& name, node_id target, wire::rpc_routing routing, time_point now,
+rpc_route rpc_routes::route(std::string_view name, node_id target, wire::rpc_routing routing, time_point now,
                             mode m) {
   std::lock_guard guard{mutex_};
   auto it = names_.find(name);

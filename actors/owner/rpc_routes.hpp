@@ -26,6 +26,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -140,7 +141,7 @@ class rpc_routes {
   /// by `routing`) and counts the call outstanding on it until
   /// finished(). Nothing is counted or advanced unless the route is local
   /// or remote — and, in local_only and relay modes, unless it is local.
-  rpc_route route(const std::string& name, node_id target, wire::rpc_routing routing, time_point now, mode m);
+  rpc_route route(std::string_view name, node_id target, wire::rpc_routing routing, time_point now, mode m);
   /// A call routed to `client` finished.
   void finished(node_id client);
 
@@ -209,7 +210,7 @@ class rpc_routes {
 
   std::function<bool(transport::link_id)> shares_pool_;
   mutable std::mutex mutex_;
-  std::map<std::string, name_state> names_;
+  std::map<std::string, name_state, std::less<>> names_;
   std::size_t local_count_ = 0;
   std::map<node_id, std::uint32_t> outstanding_;  // by client
   std::map<std::uint64_t, rpc_relay> relays_;

@@ -148,6 +148,8 @@ struct rpc_promise::impl {
   std::string method;
   /// How the answer goes back; empty: on serving->channel.
   rpc_served::answer_fn through;
+  /// The call is in serving->in_progress (an async handler's: cancels reach it).
+  bool tracked = false;
   std::atomic<bool> answered{false};
 
   void answer(const dict_builder& result);

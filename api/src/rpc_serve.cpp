@@ -62,7 +62,10 @@ void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::messag
   {
     std::lock_guard guard{mutex};
     if (auto it = handlers.find(call.method); it != handlers.end()) promise->handler = it->second;
-    if (promise->handler) in_progress[msg.env.request_id] = cancelled;
+    // A cancel reaches an async handler's call; a sync handler's runs on
+    // the thread that would take the cancel, and sees its deadline only.
+    promise->tracked = promise->handler && promise->handler->async;
+    if (promise->tracked) in_progress[msg.env.request_id] = cancelled;
   }
   if (!promise->handler) {
     return promise->answer_error(error{errc::not_found, "client " + owner_client->host->id().to_string() +
@@ -157,6 +160,7 @@ void node_served::run() {
 bool rpc_promise::impl::claim() {
   if (answered.exchange(true, std::memory_order_acq_rel)) return false;
   if (handler) handler->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  if (!tracked) return true;
   std::lock_guard guard{serving->mutex};
   serving->in_progress.erase(request_id);
   return true;

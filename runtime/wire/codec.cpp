@@ -549,11 +549,28 @@ std::optional<envelope_peek> peek(const inbound_frame& frame) {
   try {
     capnp::FlatArrayMessageReader reader{words, reader_options(words)};
     auto root = reader.getRoot<s::Envelope>();
-    envelope_peek out{root.getRequestId(), root.getReplyTo(), false, 0};
+    envelope_peek out;
+    out.request_id = root.getRequestId();
+    out.reply_to = root.getReplyTo();
+    out.source = node_id{root.getSource()};
+    out.deadline_us = root.getDeadlineUs();
     if (root.getBody().which() != s::Envelope::Body::Which::RPC) return out;
     out.rpc = true;
     auto r = root.getBody().getRpc();
-    if (r.which() == s::Rpc::Which::REPLY) out.result_buffer = r.getReply();
+    switch (r.which()) {
+      case s::Rpc::Which::REPLY: out.result_buffer = r.getReply(); break;
+      case s::Rpc::Which::CANCEL: out.cancel = r.getCancel(); break;
+      case s::Rpc::Which::CALL: {
+        auto c = r.getCall();
+        // A routing this build does not know: decode() says so.
+        if (c.getRouting() > static_cast<std::uint8_t>(rpc_routing::least_outstanding)) break;
+        auto method = c.getMethod();
+        out.call = envelope_peek::call_fields{std::string_view{method.begin(), method.size()}, node_id{c.getTarget()},
+                                              static_cast<rpc_routing>(c.getRouting()), c.getArgsBuffer()};
+        break;
+      }
+      default: break;
+    }
     return out;
   } catch (const kj::Exception&) {
     return std::nullopt;

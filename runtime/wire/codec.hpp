@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "runtime/wire/frame.hpp"
 #include "runtime/wire/messages.hpp"
@@ -22,13 +23,26 @@ outbound_frame encode(const envelope& env, shared_bytes payload = {});
 /// the reader walk more than a small multiple of the bytes it sent.
 result<message> decode(inbound_frame frame);
 
-/// What a relay looks at before it decides to decode a frame.
+/// What a relay looks at in a frame, read without decoding the message.
 struct envelope_peek {
   std::uint64_t request_id = 0;
   std::uint64_t reply_to = 0;
+  node_id source;
+  std::uint64_t deadline_us = 0;
   bool rpc = false;  ///< the body is an rpc message
   /// The body is an rpc_reply naming this result buffer (0: none).
   std::uint64_t result_buffer = 0;
+  /// The body is an rpc_call: its fields. `method` points into the
+  /// frame's envelope: valid while the frame is.
+  struct call_fields {
+    std::string_view method;
+    node_id target;
+    rpc_routing routing = rpc_routing::round_robin;
+    std::uint64_t args_buffer = 0;
+  };
+  std::optional<call_fields> call;
+  /// The body is an rpc_cancel of this call.
+  std::optional<std::uint64_t> cancel;
 };
 
 /// The envelope's ids and kind, read without building the message; nothing
