@@ -99,7 +99,8 @@ class rpc_request {
   /// When the caller stops waiting (its deadline, as it arrived here).
   std::chrono::steady_clock::time_point deadline() const noexcept;
   /// True once the caller cancelled the call or its deadline passed: the
-  /// answer will not be read, so a long handler may stop early.
+  /// answer will not be read, so a long handler may stop early. (A cancel
+  /// reaches an async handler's call; a sync handler sees its deadline.)
   bool cancelled() const noexcept;
   /// Where the arguments lie in the owner's pool, when they are read there
   /// in place; nothing when they came with the call.
