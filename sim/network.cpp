@@ -36,6 +36,7 @@ void network::detach(int node) {
   n.alive = false;
   n.sink = nullptr;
   n.fast = nullptr;
+  n.relay = nullptr;
   std::erase_if(listeners_, [node](const auto& entry) { return entry.second == node; });
   std::vector<std::uint64_t> broken;
   for (auto& [serial, link] : links_) {
@@ -50,6 +51,10 @@ void network::detach(int node) {
 
 void network::set_fast_path(int node, transport::fast_path_fn fast) {
   nodes_.at(static_cast<std::size_t>(node)).fast = std::move(fast);
+}
+
+void network::set_relay(int node, transport::relay_fn relay) {
+  nodes_.at(static_cast<std::size_t>(node)).relay = std::move(relay);
 }
 
 bool network::attached(int node) const {
@@ -190,6 +195,14 @@ void network::deliver(event& ev) {
                               ev.frame.payload};
   auto& link = links_.at(ev.serial);
   int end = link.ends[0].node == ev.node && link.ends[0].id == ev.link ? 0 : 1;
+  if (header && n.relay && link.delivered[end]) {
+    if (auto routed = n.relay(ev.link, inbound)) {
+      // Passed on from this node over its link `to`, as if the node sent
+      // it (a link that is gone loses it, as the real poller does).
+      if (routed->to != 0) (void)send(ev.node, routed->to, std::move(routed->frame));
+      return;
+    }
+  }
   if (header && n.fast && link.delivered[end]) {
     if (auto taken = n.fast(ev.link, inbound)) {
       if (taken->reply) schedule_frame(ev.serial, end, std::move(*taken->reply), frame_faults_);

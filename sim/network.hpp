@@ -47,6 +47,9 @@ class network {
   /// Requests to `node` that `fast` answers never reach its actors, as in
   /// a real owner's shm poller. Cleared by detach().
   void set_fast_path(int node, transport::fast_path_fn fast);
+  /// Frames to `node` that `relay` passes on go straight to another of
+  /// its links, as an owner's poller relays RPC calls between its clients.
+  void set_relay(int node, transport::relay_fn relay);
   /// Node `node` crashes: its listeners vanish, its links break (peers hear
   /// of it after a latency), and nothing more is delivered to it.
   void detach(int node);
@@ -120,6 +123,7 @@ class network {
   struct node_state {
     transport::link_sink* sink = nullptr;
     transport::fast_path_fn fast;
+    transport::relay_fn relay;
     std::uint64_t incarnation = 0;
     std::uint64_t next_link = 1;
     bool alive = false;

@@ -1,9 +1,11 @@
 #include "sim/runner.hpp"
 
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "sim/rpc_workload.hpp"
 #include "sim/workload.hpp"
 
 namespace sluice::sim {
@@ -13,6 +15,8 @@ namespace {
 /// operations run on a cluster that is settling.
 constexpr sim_duration liveness_settle = 5s;
 constexpr sim_duration liveness_window = 30s;
+/// After the KV liveness check: calls to every served name get through.
+constexpr sim_duration rpc_liveness_window = 10s;
 
 sim_duration draw_gap(rng& random, sim_duration mean) {
   return sim_duration{static_cast<sim_duration::rep>(
@@ -139,6 +143,7 @@ run_report run_seed(const run_options& options) {
   cfg.make_store = options.make_store;
   cfg.master_forgets = options.master_forgets;
   cfg.owner_capacity = options.owner_capacity;
+  cfg.rpc_relay_misroutes = options.rpc_relay_misroutes;
   if (options.faults == fault_level::swarm) {
     // Swarm: each seed also draws the cluster's shape.
     cfg.owners = 1 + static_cast<int>(shape.uniform(8));
@@ -158,14 +163,21 @@ run_report run_seed(const run_options& options) {
   }
   world w{cfg};
   kv_workload work{w, check};
+  std::optional<rpc_workload> rpc;
+  if (options.rpc) rpc.emplace(w, check);
   fault_driver driver{w, check, w.now() + options.duration};
   schedule_faults(w, check, driver);
+  if (rpc) rpc->start(w.now() + options.duration);
   work.run_until(w.now() + options.duration);
   auto stuck = work.check_liveness(liveness_settle, liveness_window);
   for (int c : stuck) {
     check.violation(fmt::format("liveness: client-{} could not put and get a key within {:.0f}s "
                                 "after the faults healed",
                                 c, seconds(liveness_window)));
+  }
+  if (rpc) {
+    rpc->check_liveness(rpc_liveness_window);
+    rpc->check_answered();
   }
 
   run_report report;
@@ -179,6 +191,7 @@ run_report run_seed(const run_options& options) {
   report.trace_events = w.events().count();
   report.steps = w.steps();
   report.operations = work.operations();
+  report.rpc_calls = rpc ? rpc->calls() : 0;
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());
   report.events = w.events().events();
@@ -190,12 +203,13 @@ run_report run_seed(const run_options& options) {
 std::string replay_command(const run_options& o) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration).count();
   std::string duration = ms % 1000 == 0 ? fmt::format("{}s", ms / 1000) : fmt::format("{}ms", ms);
+  auto rpc = o.rpc ? " --rpc" : "";
   // Swarm draws the cluster's shape from the seed: no shape flags then.
   if (o.faults == fault_level::swarm) {
-    return fmt::format("sluice sim --seed {} --duration {} --faults swarm", o.seed, duration);
+    return fmt::format("sluice sim --seed {} --duration {} --faults swarm{}", o.seed, duration, rpc);
   }
-  return fmt::format("sluice sim --seed {} --owners {} --clients {} --duration {} --faults {}", o.seed,
-                     o.owners, o.clients, duration, to_string(o.faults));
+  return fmt::format("sluice sim --seed {} --owners {} --clients {} --duration {} --faults {}{}", o.seed,
+                     o.owners, o.clients, duration, to_string(o.faults), rpc);
 }
 
 std::string check_determinism(run_options options) {

@@ -32,6 +32,10 @@ struct run_options {
   /// A broken checker hookup for tests of the checker itself: evictions
   /// are not reported, so every read they explain looks like a lost value.
   bool hide_evictions = false;
+  /// Clients also serve names and call each other (rpc_workload.hpp).
+  bool rpc = false;
+  /// A broken owner relay for tests of the RPC checks (world_config).
+  bool rpc_relay_misroutes = false;
 };
 
 struct run_report {
@@ -45,6 +49,7 @@ struct run_report {
   std::uint64_t trace_events = 0;
   std::uint64_t steps = 0;
   std::uint64_t operations = 0;
+  std::uint64_t rpc_calls = 0;  ///< with run_options::rpc
   checker::counts counts;
   double simulated_s = 0;
   double real_s = 0;

@@ -14,6 +14,8 @@
 #include "actors/common/actor_sink.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
+#include "actors/owner/rpc_relay.hpp"
+#include "runtime/wire/codec.hpp"
 #include "runtime/assert.hpp"
 #include "runtime/storage/identity.hpp"
 #include "sim/sim_transport.hpp"
@@ -55,6 +57,9 @@ struct world::node {
   bool alive = false;
   sim_disk disk;
   int owner = 0;  // clients: the owner they talk to
+  node_id id;     // of the current (or last) incarnation
+  /// Clients: what serves the RPC calls on their link, kept across incarnations.
+  std::shared_ptr<rpc_served_slot> served = std::make_shared<rpc_served_slot>();
   // One incarnation; destroyed in reverse order of declaration matters
   // less than the explicit order in crash().
   std::unique_ptr<sim_store> store;
@@ -117,6 +122,10 @@ std::uint64_t world::incarnation(int node) const {
   return nodes_.at(static_cast<std::size_t>(node))->incarnation;
 }
 caf::actor world::actor_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->actor; }
+
+node_id world::id_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->id; }
+
+rpc_served_slot& world::served_slot(int node) { return *nodes_.at(static_cast<std::size_t>(node))->served; }
 const std::string& world::name_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->name; }
 
 void world::start(int index) {
@@ -130,6 +139,7 @@ void world::start(int index) {
   // A disk that refuses every write leaves the node with an identity that
   // will not survive its next crash: it still runs.
   node_id self = id ? *id : node_id{identity_rng_.next() | 1};
+  n.id = self;
 
   n.sink = std::make_unique<actor_sink>(get_logger(kind_name(n.kind)));
   n.net = std::make_unique<transport::network>();
@@ -175,9 +185,19 @@ void world::start(int index) {
         if (fast->notify_due() && owner.actor) caf::anon_send(owner.actor, commits_atom::value);
         return transport::fast_taken{std::move(answer->reply)};
       });
+      // The poller's relay runs here too, between the owner's clients.
+      auto routes = std::make_shared<rpc_routes>([](transport::link_id) { return true; });
+      network_->set_relay(index, [this, routes, self](transport::link_id from, const wire::inbound_frame& frame) {
+        auto routed = relay_rpc(*routes, self, from, frame, now_);
+        if (config_.rpc_relay_misroutes && routed && routed->to != 0) {
+          auto head = wire::peek(frame);
+          if (head && head->rpc && head->request_id != 0 && head->reply_to == 0) routed->to = from;
+        }
+        return routed;
+      });
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
-                                             identity_rng_.next(), fast}));
+                                             identity_rng_.next(), fast, routes}));
       break;
     }
     case node_kind::client: {
@@ -188,7 +208,7 @@ void world::start(int index) {
                     : static_cast<int>(workload_rng_.uniform(static_cast<std::uint64_t>(config_.owners)));
       auto owner = "sim://owner-" + std::to_string(n.owner);
       n.actor = caf::actor_cast<caf::actor>(
-          spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get(), std::chrono::seconds{2}}));
+          spawn_client(*n.system, client_deps{me, {owner}, n.net.get(), faults_.get(), std::chrono::seconds{2}, n.served}));
       break;
     }
   }

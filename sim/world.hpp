@@ -16,6 +16,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/client/client_rpc.hpp"
 #include "actors/owner/object_store.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/rng.hpp"
@@ -43,6 +44,9 @@ struct world_config {
   /// A broken master that keeps nothing across restarts (for tests of the
   /// checker itself).
   bool master_forgets = false;
+  /// A broken owner relay for tests of the RPC checks: it hands the calls
+  /// it relays back to their callers instead of their instances.
+  bool rpc_relay_misroutes = false;
   /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
   std::uint64_t owner_capacity = 0;
   /// How long owners gather their own commits before reporting them: long
@@ -87,6 +91,11 @@ class world {
   /// The node's role actor (null while it is down).
   caf::actor actor_of(int node) const;
   const std::string& name_of(int node) const;
+  /// The node's id (of its current, or last, incarnation).
+  node_id id_of(int node) const;
+  /// Where a client node's actor hands the RPC calls served on its link
+  /// (the same slot for every incarnation of the node).
+  rpc_served_slot& served_slot(int node);
 
   void crash(int node);
   void restart(int node, bool wipe_storage);

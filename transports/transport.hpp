@@ -153,6 +153,20 @@ using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const
 /// allocates memory of its own.
 using payload_allocator = std::function<std::optional<receive_slot>(std::uint64_t bytes)>;
 
+/// What a relay hook does with a frame: sends `frame` on link `to`
+/// instead of delivering it; `to` 0 drops it (nothing is sent).
+struct relayed_frame {
+  link_id to = 0;
+  wire::outbound_frame frame;
+};
+
+/// Passes a frame that arrived on link `from` straight to another link of
+/// the node, without the node's actors (an owner relaying an RPC call
+/// between two of its clients, see actors/owner/rpc_relay.hpp); nothing:
+/// the frame goes on as usual. Called on a transport's thread, like a
+/// fast_path_fn, and must not block.
+using relay_fn = std::function<std::optional<relayed_frame>(link_id from, const wire::inbound_frame&)>;
+
 /// Bounds shared by transports.
 struct transport_limits {
   wire::frame_limits frame;

@@ -3,12 +3,15 @@
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/actor_cast.hpp>
 
 namespace sluice {
 namespace {
 
 struct client_state {
   std::optional<endpoint> ep;
+  std::shared_ptr<rpc_served_slot> served;
   std::vector<std::string> owner_addresses;
   std::optional<transport::link_id> link;
   clock_duration keepalive{};
@@ -42,8 +45,33 @@ void on_call(self_ptr self, api_call& call) {
                  std::move(call.done));
 }
 
+/// A request or notification from the owner: an RPC call to a handler
+/// served on this link, or its cancel; anything else is ignored.
+void on_served(self_ptr self, transport::link_id link, wire::message msg) {
+  auto& st = self->state;
+  auto* rpc = std::get_if<wire::rpc>(&msg.env.body);
+  auto target = st.served ? st.served->get() : nullptr;
+  if (rpc != nullptr && std::holds_alternative<wire::rpc_cancel>(rpc->body)) {
+    if (target) target->on_cancel(std::get<wire::rpc_cancel>(rpc->body).call);
+    return;
+  }
+  if (rpc == nullptr || !std::holds_alternative<wire::rpc_call>(rpc->body) || msg.env.request_id == 0) {
+    st.ep->log()->debug("ignoring {} from the owner", wire::body_name(msg.env.body));
+    return;
+  }
+  auto ctx = st.ep->context_of(link, msg);
+  if (!target) {
+    return st.ep->reply_error(ctx, error{errc::not_found, "client " + st.ep->me().id.to_string() +
+                                                                 " serves nothing on this link"});
+  }
+  target->on_call(std::move(msg), [actor = caf::actor_cast<caf::actor>(self), ctx](wire::body body, shared_bytes payload) {
+    caf::anon_send(actor, rpc_answer_atom::value, served_answer{ctx, std::move(body), std::move(payload)});
+  });
+}
+
 client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
   auto& st = self->state;
+  st.served = deps.served;
   st.owner_addresses = deps.owner_addresses;
   st.keepalive = deps.keepalive;
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("client"),
@@ -61,15 +89,17 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
         self->state.ep->link_up(link, peer);
       },
       [self](inbound_atom, transport::link_id link, wire::message& msg) {
-        if (auto unexpected = self->state.ep->inbound(link, std::move(msg))) {
-          self->state.ep->log()->debug("ignoring {} from the owner",
-                                       wire::body_name(unexpected->env.body));
-        }
+        if (auto request = self->state.ep->inbound(link, std::move(msg))) on_served(self, link, std::move(*request));
+      },
+      [self](rpc_answer_atom, served_answer& a) {
+        self->state.ep->reply(a.ctx, std::move(a.body), std::move(a.payload));
       },
       [self](link_down_atom, transport::link_id link, const error& reason) {
         auto& st = self->state;
         st.ep->link_down(link, reason);
-        if (st.link == link) st.link.reset();
+        if (st.link != link) return;
+        st.link.reset();
+        if (auto target = st.served ? st.served->get() : nullptr) target->on_link_down();
       },
       [self](sweep_atom) { self->state.ep->sweep(); },
       [self](flush_atom) { self->state.ep->flush(); },

@@ -10,6 +10,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "actors/client/client_rpc.hpp"
 #include "actors/common/endpoint.hpp"
 #include "actors/common/node_actor.hpp"
 
@@ -26,7 +27,8 @@ struct api_call {
   bool notify = false;
 };
 
-using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>, caf::reacts_to<tick_atom>>;
+using client_actor = node_actor::extend<caf::reacts_to<api_atom, api_call>, caf::reacts_to<tick_atom>,
+                                        caf::reacts_to<rpc_answer_atom, served_answer>>;
 
 struct client_deps {
   endpoint::identity identity;
@@ -39,6 +41,9 @@ struct client_deps {
   fault_sites* faults = nullptr;
   /// How often to tell the owner this client is alive; zero: never.
   clock_duration keepalive = std::chrono::seconds{2};
+  /// What serves RPC calls arriving on this client's link (see
+  /// client_rpc.hpp); null: none are.
+  std::shared_ptr<rpc_served_slot> served = nullptr;
 };
 
 client_actor spawn_client(caf::actor_system& sys, client_deps deps);

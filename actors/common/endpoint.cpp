@@ -76,9 +76,12 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
   }
   // Request ids grow per sender. An owner's link may carry requests it
   // relays for other owners; anyone else's carries only its own, whatever
-  // source it claims (so a client cannot make the table grow).
+  // source it claims (so a client cannot make the table grow). An owner's
+  // RPC relay passes calls of other clients on under ids of its own with
+  // the top bit set, on the same link (rpc_routes.hpp): those grow apart.
   auto sender = peer.peer_role == role::owner ? msg.env.source.value : peer.id.value;
-  if (msg.env.request_id != 0 && !requests_seen_[{link, sender}].first_time(msg.env.request_id)) {
+  bool relayed = (msg.env.request_id >> 63) != 0;
+  if (msg.env.request_id != 0 && !requests_seen_[{link, sender, relayed}].first_time(msg.env.request_id)) {
     log_->debug("link {:#x}: request {} arrived twice; served once", link, msg.env.request_id);
     return std::nullopt;
   }
@@ -96,8 +99,8 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
     gone = std::move(it->second);
     peers_.erase(it);
   }
-  requests_seen_.erase(requests_seen_.lower_bound({link, 0}),
-                       requests_seen_.upper_bound({link, std::numeric_limits<std::uint64_t>::max()}));
+  requests_seen_.erase(requests_seen_.lower_bound({link, 0, false}),
+                       requests_seen_.upper_bound({link, std::numeric_limits<std::uint64_t>::max(), true}));
   // Collect first: a handler may send new requests while we iterate.
   std::vector<std::uint64_t> failed;
   for (auto& [id, p] : pending_) {
@@ -135,24 +138,24 @@ void endpoint::greet(transport::link_id link) {
 
 void endpoint::close(transport::link_id link) { net_.close(link); }
 
-void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
-                       clock_time deadline, reply_handler on_reply) {
-  request(link, std::move(body), std::move(payload), deadline, request_options{},
-          [on_reply = std::move(on_reply)](result<wire::message> reply, bool) { on_reply(std::move(reply)); });
+std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
+                                clock_time deadline, reply_handler on_reply) {
+  return request(link, std::move(body), std::move(payload), deadline, request_options{},
+                 [on_reply = std::move(on_reply)](result<wire::message> reply, bool) { on_reply(std::move(reply)); });
 }
 
-void endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
-                       clock_time deadline, const request_options& options, path_reply_handler on_reply) {
+std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared_bytes payload,
+                                clock_time deadline, const request_options& options, path_reply_handler on_reply) {
   auto now_ = now();
   auto cap = now_ + std::chrono::duration_cast<clock_duration>(max_request_timeout);
   if (deadline > cap) deadline = cap;
   if (deadline <= now_) {
     on_reply(error{errc::timeout, "the deadline passed before the request was sent"}, false);
-    return;
+    return 0;
   }
   if (pending_.size() >= max_pending_requests) {
     on_reply(error{errc::overloaded, "too many requests in flight on this node"}, false);
-    return;
+    return 0;
   }
   auto id = next_request_id_++;
   wire::envelope env;
@@ -168,9 +171,13 @@ void endpoint::request(transport::link_id link, wire::body body, shared_bytes pa
   // Posted before the request leaves, so the reply can never come first.
   if (options.into) net_.expect_payload(link, id, *options.into);
   // Fault site: the request is lost on the way; the deadline catches it.
-  if (SLUICE_BUGGIFY(faults_)) return;
+  if (SLUICE_BUGGIFY(faults_)) return id;
   auto sent = send_frame(link, wire::encode(env, std::move(payload)));
-  if (!sent) finish(id, std::move(sent).error(), sent.code() == errc::unavailable);
+  if (!sent) {
+    finish(id, std::move(sent).error(), sent.code() == errc::unavailable);
+    return 0;
+  }
+  return id;
 }
 
 void endpoint::forward(transport::link_id link, const wire::envelope& env, shared_bytes payload) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "actors/common/replay_window.hpp"
@@ -115,10 +116,13 @@ class endpoint {
   result<transport::link_id> connect(std::string_view address);
   void close(transport::link_id link);
   /// Sends a request; `on_reply` runs exactly once, from this actor.
-  void request(transport::link_id link, wire::body body, shared_bytes payload,
-               clock_time deadline, reply_handler on_reply);
-  void request(transport::link_id link, wire::body body, shared_bytes payload,
-               clock_time deadline, const request_options& options, path_reply_handler on_reply);
+  /// Both forms return the request's id while it waits for its reply, 0
+  /// when it already finished (on_reply ran: the deadline had passed, or
+  /// it could not be sent).
+  std::uint64_t request(transport::link_id link, wire::body body, shared_bytes payload,
+                        clock_time deadline, reply_handler on_reply);
+  std::uint64_t request(transport::link_id link, wire::body body, shared_bytes payload,
+                        clock_time deadline, const request_options& options, path_reply_handler on_reply);
   /// Sends a frame of another node on (a relay's forwarding): its
   /// envelope as it is, but for the hops it is given.
   void forward(transport::link_id link, const wire::envelope& env, shared_bytes payload);
@@ -180,8 +184,11 @@ class endpoint {
   sweep_scheduler schedule_sweep_;
   fault_sites* faults_;
   std::map<transport::link_id, peer_info> peers_;
-  // Per link and sender: a relay's link carries requests of many senders.
-  std::map<std::pair<transport::link_id, std::uint64_t>, replay_window> requests_seen_;
+  // Per link and sender: a relay's link carries requests of many senders;
+  // and per the top bit of the id: an owner's RPC relay passes calls of
+  // other clients on under ids of its own with that bit set, on the same
+  // link (rpc_routes.hpp). Each sender's ids grow, not the two together.
+  std::map<std::tuple<transport::link_id, std::uint64_t, bool>, replay_window> requests_seen_;
   forwarder forwarder_;
   std::map<std::uint64_t, pending_request> pending_;
   std::set<std::pair<clock_time, std::uint64_t>> deadlines_;

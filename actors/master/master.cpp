@@ -13,6 +13,7 @@
 #include "actors/master/membership.hpp"
 #include "actors/master/persistence.hpp"
 #include "actors/master/placement.hpp"
+#include "actors/master/registry.hpp"
 #include "runtime/units.hpp"
 
 namespace sluice {
@@ -651,11 +652,12 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg);
 
 /// Whether the answer to `body` depends on the directory — so it must see
 /// the sender's own commits first. Registration, heartbeats and the
-/// commits themselves do not (they are how the commits get here).
+/// commits themselves do not (they are how the commits get here), nor
+/// does the RPC registry.
 bool reads_directory(const wire::body& body) {
   return !(std::holds_alternative<wire::register_owner>(body) || std::holds_alternative<wire::heartbeat>(body) ||
            std::holds_alternative<wire::owner_commits>(body) || std::holds_alternative<wire::leave>(body) ||
-           std::holds_alternative<wire::cluster_status>(body));
+           std::holds_alternative<wire::cluster_status>(body) || std::holds_alternative<wire::rpc>(body));
 }
 
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
@@ -694,6 +696,7 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
               auto live = h.sessions;
               std::sort(live.begin(), live.end());
               pins_changed(self, st.pins.keep_sessions(ctx.source, live));
+              st.registry.keep_sessions(ctx.source, live);
             }
             answer(self, ctx, wire::heartbeat_reply{known});
           },
@@ -732,6 +735,14 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
               return wire::count_keys_reply{self->state.dir.count(c.prefix)};
             });
           },
+          [&](const wire::rpc& r) {
+            auto out = master::serve_registry(st.registry, ctx.source, peer.peer_role, r, [&st](node_id id) {
+              auto* m = st.members.find(id);
+              return m != nullptr && m->state == wire::member_state::up ? &m->address : nullptr;
+            });
+            if (!out) return answer_error(self, ctx, out.error());
+            answer(self, ctx, std::move(*out));
+          },
           [&](const auto& other) {
             answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +
@@ -760,6 +771,9 @@ void on_tick(self_ptr self) {
     if (m.state != wire::member_state::up) down.push_back(id);
   }
   for (auto id : down) pins_changed(self, st.pins.drop_owner(id));
+  // Instances behind a down owner cannot be reached; it sends them again
+  // when it registers.
+  for (auto id : down) st.registry.drop_owner(id);
   pins_changed(self, st.pins.prune(st.wall_ms()));
   for (auto& [key, version] : st.dir.expired(expire_batch)) {
     if (st.expiring.insert(key).second) expire_key(self, key, version);

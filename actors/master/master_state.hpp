@@ -17,6 +17,7 @@
 #include "actors/master/membership.hpp"
 #include "actors/master/persistence.hpp"
 #include "actors/master/pins.hpp"
+#include "actors/master/registry.hpp"
 #include "runtime/rng.hpp"
 
 namespace sluice::master_detail {
@@ -43,6 +44,8 @@ struct master_state {
   master::membership members;
   master::directory dir;
   master::pin_table pins;
+  /// RPC names and instances: soft state the owners send (registry.hpp).
+  master::rpc_registry registry;
   /// Which owner commits the puts of which key slot.
   master::homes slots;
   /// Slots being taken back from their home now: not handed out meanwhile.

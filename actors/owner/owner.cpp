@@ -4,6 +4,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/owner/owner_rpc.hpp"
 #include "actors/owner/owner_state.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/overloaded.hpp"
@@ -125,6 +126,7 @@ void register_with_master(self_ptr self) {
     send_inventory(self, link);
     // The other owners: who may relay, should a direct path fail.
     refresh_owners(self, [] {});
+    rpc_registered(self);
     if (first) self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);
   });
 }
@@ -145,6 +147,7 @@ void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
   retry_paths(self);
+  rpc_tick(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
                     st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self)};
   auto sent = st.ep->now();
@@ -448,6 +451,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             auto it = st.reservations.find(a.reservation);
             if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
           },
+          [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
           [&](auto& other) {
             st.ep->reply_error(ctx, error{errc::invalid_argument,
                                           "an owner does not serve " +
@@ -465,6 +469,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   st.closing.erase(link);
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
+  rpc_link_down(self, link, reason);
   if (st.master_link == link) {
     // Say it once when the master goes away, not on every failed retry.
     auto level = st.master_warned ? spdlog::level::debug : spdlog::level::warn;
@@ -487,6 +492,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.incarnation = deps.incarnation;
   st.policy = make_eviction_policy(st.cfg.eviction);
   st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
+  st.routes = deps.routes ? std::move(deps.routes) : std::make_shared<rpc_routes>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
                 deps.faults);

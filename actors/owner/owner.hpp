@@ -13,6 +13,7 @@
 #include "actors/common/node_actor.hpp"
 #include "actors/owner/fast_path.hpp"
 #include "actors/owner/object_store.hpp"
+#include "actors/owner/rpc_routes.hpp"
 #include "runtime/config/node_config.hpp"
 
 namespace sluice {
@@ -37,6 +38,9 @@ struct owner_deps {
   /// null: no fast path. Whoever runs the fast path sends the actor a
   /// commits_atom when serve_fast says commits are waiting.
   std::shared_ptr<fast_index> index;
+  /// RPC instances and calls, shared with the shm poller's relay (see
+  /// rpc_routes.hpp); null: a table of the actor's own.
+  std::shared_ptr<rpc_routes> routes;
 };
 
 owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps);

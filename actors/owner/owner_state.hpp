@@ -16,6 +16,7 @@
 #include "actors/owner/eviction.hpp"
 #include "actors/owner/owner.hpp"
 #include "transports/link_manager.hpp"
+#include "actors/owner/rpc_routes.hpp"
 
 namespace sluice::owner_detail {
 
@@ -54,6 +55,12 @@ struct owner_entry {
 struct parked_frame {
   transport::link_id from;
   wire::message msg;
+};
+
+/// An RPC call the owner actor passed on: where a cancel of it goes.
+struct forwarded_rpc {
+  transport::link_id link = 0;
+  std::uint64_t request = 0;
 };
 
 /// Pool memory a local client writes a new value into, until it commits.
@@ -139,6 +146,17 @@ struct owner_state {
   std::vector<std::function<void()>> evict_waiters;
   /// Values this owner evicted since it started.
   std::uint64_t evictions = 0;
+
+  // --- rpc (owner_rpc.cpp) ---
+  /// Never null; shared with the shm poller's relay.
+  std::shared_ptr<rpc_routes> routes;
+  /// Calls this actor passed on, by the caller's link and request id.
+  std::map<std::pair<transport::link_id, std::uint64_t>, forwarded_rpc> rpc_forwarded;
+  /// Lookups at the master in flight, by name, with what waits for them.
+  std::map<std::string, std::vector<std::function<void(bool)>>> rpc_lookups;
+  /// The master must hear this owner's instances again (rpc_sync).
+  bool rpc_sync_due = false;
+  bool rpc_sync_in_flight = false;
   static inline const char* name = "sluice.owner";
 };
 

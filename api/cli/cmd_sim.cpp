@@ -27,6 +27,7 @@ struct sim_flags {
   bool check_determinism = false;
   bool verbose = false;
   bool trace = false;
+  bool rpc = false;  // the RPC workload too
 };
 
 struct seed_range {
@@ -49,12 +50,13 @@ result<seed_range> parse_seeds(const sim_flags& f) {
 
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
+  auto rpc = r.rpc_calls == 0 ? std::string{} : fmt::format(", {} rpc calls", r.rpc_calls);
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
-                     "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted), "
+                     "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted){}, "
                      "trace {:016x}",
                      r.simulated_s, r.real_s, r.real_s > 0 ? r.simulated_s / r.real_s : 0.0, r.owners,
                      r.clients, r.operations, c.puts_acked, c.puts_failed, c.gets_found,
-                     c.gets_not_found, c.gets_failed, c.removes, c.forgotten, r.trace_hash);
+                     c.gets_not_found, c.gets_failed, c.removes, c.forgotten, rpc, r.trace_hash);
 }
 
 sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim::fault_level level,
@@ -66,6 +68,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.duration = duration;
   o.faults = level;
   o.keep_trace = f.trace;
+  o.rpc = f.rpc;
   if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
   return o;
 }
@@ -173,6 +176,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
         return size && *size >= 4096 ? std::string{} : std::string{"a size of at least 4KiB, e.g. 256KiB"};
       });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
+  cmd->add_flag("--rpc", f->rpc, "Clients also serve names and call each other, every call judged");
   cmd->add_flag("--verbose", f->verbose, "Show the nodes' logs");
   cmd->add_flag("--trace", f->trace, "Print every trace event (single seed)");
   cmd->callback([f, &exit_code] { exit_code = run_sim(*f); });

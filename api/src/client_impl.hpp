@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "api/src/node_host.hpp"
@@ -22,6 +23,10 @@ struct client::impl {
   std::string shm_address;
   /// Lives as long as the client: threads' direct channels check it.
   std::shared_ptr<int> alive = std::make_shared<int>(0);
+  /// The RPC side, made on first use (api/src/rpc_endpoint.cpp). Last, so
+  /// that it goes first: its threads use the node.
+  std::mutex rpc_mutex;
+  std::shared_ptr<rpc_endpoint> rpc;
 
   /// Connects through `hub` when given (in-process clusters), else TCP.
   static result<std::unique_ptr<client>> connect_with(const std::string& address,
@@ -36,5 +41,9 @@ struct client::impl {
 /// caller goes the usual way.
 std::optional<result<wire::message>> direct_call(client::impl& c, const wire::body& request,
                                                  const shared_bytes& payload, std::chrono::milliseconds timeout);
+
+/// The hello a link of this client opens with (a direct channel, an rpc
+/// channel): the owner then knows which client it is.
+wire::outbound_frame client_hello(const client::impl& c);
 
 }  // namespace sluice

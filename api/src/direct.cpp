@@ -29,14 +29,14 @@ direct_entry& entry_for(client::impl& c) {
   return it->second;
 }
 
-wire::outbound_frame hello_frame(client::impl& c) {
+}  // namespace
+
+wire::outbound_frame client_hello(const client::impl& c) {
   wire::envelope env;
   env.source = c.host->id();
   env.body = wire::hello{role::client, wire::protocol_version, c.options.name, ""};
   return wire::encode(env);
 }
-
-}  // namespace
 
 std::optional<result<wire::message>> direct_call(client::impl& c, const wire::body& request,
                                                  const shared_bytes& payload, std::chrono::milliseconds timeout) {
@@ -44,7 +44,7 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   auto& e = entry_for(c);
   if (e.failed) return std::nullopt;
   if (!e.channel || !e.channel->usable()) {
-    auto opened = transport::shm_direct::open(c.shm_address, hello_frame(c), c.host->shm()->segments());
+    auto opened = transport::shm_direct::open(c.shm_address, client_hello(c), c.host->shm()->segments());
     if (!opened) {
       e.failed = true;
       return std::nullopt;

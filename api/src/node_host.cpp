@@ -12,6 +12,7 @@
 #include "actors/client/client.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
+#include "actors/owner/rpc_relay.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/identity.hpp"
 #include "runtime/storage/sqlite_store.hpp"
@@ -134,6 +135,9 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   shm.on_idle = [index = index_, sink = sink_.get()] {
     if (index->notify_due()) sink->post(caf::make_message(commits_atom::value));
   };
+  shm.relay = [routes = routes_, self = id_](transport::link_id from, const wire::inbound_frame& frame) {
+    return relay_rpc(*routes, self, from, frame, std::chrono::steady_clock::now());
+  };
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   // Values that arrive over TCP land in the pool, where they are kept.
   tcp_->set_payload_allocator(pool->payload_allocator());
@@ -216,11 +220,14 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   deps.links = cfg.links;
   deps.net = h.net_.get();
   h.index_ = std::make_shared<fast_index>();
+  // Large rpc payloads go through the pool to the peers that map it.
+  h.routes_ = std::make_shared<rpc_routes>([](transport::link_id link) { return transport::link_tag(link) == shm_tag; });
   auto store = h.open_pool(cfg);
   if (!store) return store.error();
   deps.store = std::move(*store);
   deps.incarnation = entropy_seed();
   deps.index = h.index_;
+  deps.routes = h.routes_;
   h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;
@@ -237,6 +244,8 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
   deps.owner_addresses = std::move(owner_addresses);
   deps.keepalive = std::chrono::duration_cast<clock_duration>(cfg.client.keepalive);
+  h.served_ = std::make_shared<rpc_served_slot>();
+  deps.served = h.served_;
   auto shm = std::make_unique<transport::shm_client>(shm_tag, *h.sink_, h.limits_);
   h.shm_client_ = shm.get();
   h.net_->add(shm_tag, std::move(shm));

@@ -11,9 +11,11 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/client/client_rpc.hpp"
 #include "actors/common/actor_sink.hpp"
 #include "actors/owner/fast_path.hpp"
 #include "actors/owner/object_store.hpp"
+#include "actors/owner/rpc_routes.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/storage/durable_store.hpp"
@@ -67,6 +69,9 @@ class node_host {
   const caf::actor& actor() const noexcept { return actor_; }
   /// A client node's shared-memory transport (null for other roles).
   transport::shm_client* shm() const noexcept { return shm_client_; }
+  /// Where a client node's actor hands the RPC calls that arrive on its
+  /// link (null for other roles).
+  const std::shared_ptr<rpc_served_slot>& served() const noexcept { return served_; }
 
  private:
   node_host() = default;
@@ -83,6 +88,8 @@ class node_host {
   transport::shm_client* shm_client_ = nullptr;  // owned by net_
   transport::tcp_transport* tcp_ = nullptr;       // owned by net_
   std::shared_ptr<fast_index> index_;             // owners: the fast path
+  std::shared_ptr<rpc_routes> routes_;            // owners: rpc, shared with the poller's relay
+  std::shared_ptr<rpc_served_slot> served_;       // clients: calls served on their link
   transport::transport_limits limits_;
   /// The master's durable state (null: none); outlives the actor system.
   std::unique_ptr<durable_store> store_;

@@ -10,6 +10,7 @@
 #include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
 #include "runtime/wire/codec_detail.hpp"
+#include "runtime/wire/codec_rpc.hpp"
 #include "sluice.capnp.h"
 
 namespace sluice::wire {
@@ -160,10 +161,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const kv_reserve_reply& x) {
             auto r = b.initKvReserveReply();
             r.setReservation(x.reservation);
-            auto w = r.initWhere();
-            w.setSegment(x.where.segment);
-            w.setOffset(x.where.offset);
-            w.setLength(x.where.length);
+            set_pool_region(r.initWhere(), x.where);
           },
           [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
           [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
@@ -255,6 +253,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             f.setOffset(x.offset);
             f.setLength(x.length);
           },
+          [&](const rpc& x) { write_rpc(b.initRpc(), x); },
       },
       msg);
 }
@@ -452,6 +451,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
       auto f = b.getFetchRange();
       return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength()}};
     }
+    case W::RPC: {
+      auto r = read_rpc(b.getRpc());
+      if (!r) return std::move(r).error();
+      return body{std::move(*r)};
+    }
   }
   return fail(errc::protocol, "unknown message kind " +
                                   std::to_string(static_cast<unsigned>(b.which())) +
@@ -509,27 +513,109 @@ outbound_frame encode(const envelope& env, shared_bytes payload) {
   return {std::move(buf).freeze(), std::move(payload)};
 }
 
-result<message> decode(inbound_frame frame) {
+namespace {
+
+kj::ArrayPtr<const capnp::word> words_of(const inbound_frame& frame) {
   SLUICE_ASSERT(reinterpret_cast<std::uintptr_t>(frame.envelope.data()) % 8 == 0);
   SLUICE_ASSERT(frame.envelope.size() % 8 == 0);
-  kj::ArrayPtr<const capnp::word> words{
-      reinterpret_cast<const capnp::word*>(frame.envelope.data()),
-      frame.envelope.size() / sizeof(capnp::word)};
+  return {reinterpret_cast<const capnp::word*>(frame.envelope.data()), frame.envelope.size() / sizeof(capnp::word)};
+}
+
+capnp::ReaderOptions reader_options(kj::ArrayPtr<const capnp::word> words) {
   capnp::ReaderOptions options;
   // A well-formed envelope is read in about one pass over its words; allow
   // some slack, never an amplification a hostile peer could exploit.
   options.traversalLimitInWords = words.size() * 4 + 64;
   options.nestingLimit = 16;
-  // The flat reader computes the segment count (u32 + 1) in 32 bits, so a
-  // count field of 0xffffffff wraps to 0 and would be read as one segment.
+  return options;
+}
+
+/// The flat reader computes the segment count (u32 + 1) in 32 bits, so a
+/// count field of 0xffffffff wraps to 0 and would be read as one segment.
+result<void> check_segment_table(const inbound_frame& frame) {
   std::uint32_t last_segment = 0;
   std::memcpy(&last_segment, frame.envelope.data(), sizeof last_segment);
-  if (segment_table_words(std::size_t{last_segment} + 1) > words.size()) {
+  if (segment_table_words(std::size_t{last_segment} + 1) > frame.envelope.size() / 8) {
     return fail(errc::protocol, "envelope segment table lists " +
                                     std::to_string(std::uint64_t{last_segment} + 1) +
                                     " segments, more than fit in " +
                                     std::to_string(frame.envelope.size()) + " bytes");
   }
+  return {};
+}
+
+}  // namespace
+
+std::optional<envelope_peek> peek(const inbound_frame& frame) {
+  if (frame.envelope.size() < 8 || !check_segment_table(frame)) return std::nullopt;
+  auto words = words_of(frame);
+  try {
+    capnp::FlatArrayMessageReader reader{words, reader_options(words)};
+    auto root = reader.getRoot<s::Envelope>();
+    envelope_peek out;
+    out.request_id = root.getRequestId();
+    out.reply_to = root.getReplyTo();
+    out.source = node_id{root.getSource()};
+    out.deadline_us = root.getDeadlineUs();
+    if (root.getBody().which() != s::Envelope::Body::Which::RPC) return out;
+    out.rpc = true;
+    auto r = root.getBody().getRpc();
+    switch (r.which()) {
+      case s::Rpc::Which::REPLY: out.result_buffer = r.getReply(); break;
+      case s::Rpc::Which::CANCEL: out.cancel = r.getCancel(); break;
+      case s::Rpc::Which::CALL: {
+        auto c = r.getCall();
+        // A routing this build does not know: decode() says so.
+        if (c.getRouting() > static_cast<std::uint8_t>(rpc_routing::least_outstanding)) break;
+        auto method = c.getMethod();
+        out.call = envelope_peek::call_fields{std::string_view{method.begin(), method.size()}, node_id{c.getTarget()},
+                                              static_cast<rpc_routing>(c.getRouting()), c.getArgsBuffer()};
+        break;
+      }
+      default: break;
+    }
+    return out;
+  } catch (const kj::Exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<outbound_frame> relabel(const inbound_frame& frame, const envelope_ids& ids, shared_bytes payload) {
+  // The root pointer starts segment 0; a struct pointer's low 2 bits are
+  // 0, then a signed 30-bit offset in words from the pointer's end, then
+  // the data section's size in words. requestId, replyTo, source and
+  // target are its first four words (sluice.capnp, @0..@3).
+  if (!check_segment_table(frame)) return std::nullopt;
+  auto bytes = frame.envelope.span();
+  std::uint32_t last_segment = 0;
+  std::uint32_t first_words = 0;
+  std::memcpy(&last_segment, bytes.data(), 4);
+  std::memcpy(&first_words, bytes.data() + 4, 4);
+  auto start = segment_table_words(std::size_t{last_segment} + 1);
+  if (first_words < 1 || start + first_words > bytes.size() / 8) return std::nullopt;
+  std::uint64_t root = 0;
+  std::memcpy(&root, bytes.data() + start * 8, 8);
+  auto offset = static_cast<std::int32_t>(static_cast<std::uint32_t>(root)) >> 2;
+  auto data_words = static_cast<std::uint16_t>(root >> 32);
+  if ((root & 3) != 0 || offset < 0 || data_words < 4) return std::nullopt;
+  auto data = start + 1 + static_cast<std::size_t>(offset);
+  if (data + 4 > start + first_words) return std::nullopt;
+  auto buf = byte_buffer::allocate(frame_header_bytes + bytes.size());
+  auto head = encode_frame_header(
+      frame_header{frame_version, 0, static_cast<std::uint32_t>(bytes.size()), payload.size()});
+  std::memcpy(buf.data(), head.data(), head.size());
+  auto* env = buf.data() + frame_header_bytes;
+  std::memcpy(env, bytes.data(), bytes.size());
+  std::memcpy(env + data * 8, &ids.request_id, 8);
+  std::memcpy(env + (data + 1) * 8, &ids.reply_to, 8);
+  std::memcpy(env + (data + 3) * 8, &ids.target.value, 8);
+  return outbound_frame{std::move(buf).freeze(), std::move(payload)};
+}
+
+result<message> decode(inbound_frame frame) {
+  auto words = words_of(frame);
+  auto options = reader_options(words);
+  if (auto ok = check_segment_table(frame); !ok) return ok.error();
   try {
     capnp::FlatArrayMessageReader reader{words, options};
     if (reader.getEnd() != words.end()) {
@@ -621,8 +707,9 @@ std::string_view body_name(const body& b) noexcept {
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
       "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
       "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed",
-      "fetch_range"};
+      "fetch_range", "rpc"};
   static_assert(std::size(names) == std::variant_size_v<body>);
+  if (auto* r = std::get_if<rpc>(&b)) return rpc_body_name(r->body);
   return names[b.index()];
 }
 

@@ -449,6 +449,93 @@ struct inventory_reply {
   std::vector<key_version> unknown;
 };
 
+// --- rpc (docs/rpc.md): one Envelope member, `rpc`, carries them all ------
+
+/// One client serving one name.
+struct rpc_instance {
+  std::string name;
+  node_id client;
+  std::string client_name;
+  node_id owner;              ///< the owner the client is attached to
+  std::string owner_address;  ///< where owners reach it (filled in by the master)
+  std::uint32_t max_concurrent = 0;
+  friend bool operator==(const rpc_instance&, const rpc_instance&) = default;
+};
+
+/// Client → owner, on the link that is to receive the calls.
+struct rpc_serve {
+  std::string name;
+  std::uint32_t max_concurrent = 0;
+};
+
+struct rpc_unserve {
+  std::string name;
+};
+
+/// Owner → master: every instance this owner serves now (replaces what
+/// the master held for it).
+struct rpc_sync {
+  std::vector<rpc_instance> instances;
+};
+
+/// Instances of `name`, or of every name starting with it.
+struct rpc_lookup {
+  std::string name;
+  bool prefix = false;
+};
+
+struct rpc_instances {
+  std::vector<rpc_instance> instances;
+};
+
+/// How a call to any instance picks one. Pinned (on the wire).
+enum class rpc_routing : std::uint8_t { round_robin = 0, least_outstanding = 1 };
+
+/// A call. The payload is the arguments (an encoded dict) unless
+/// args_buffer names a buffer of the caller's owner holding them.
+struct rpc_call {
+  std::string method;
+  node_id target;  ///< 0: any live instance
+  rpc_routing routing = rpc_routing::round_robin;
+  std::uint64_t args_buffer = 0;
+  /// The calling client, as owners pass the call on (0 from the caller
+  /// itself: the envelope's source is the caller).
+  node_id caller;
+};
+
+/// The answer to a call: the result (an encoded dict) is the payload, or
+/// the buffer `result_buffer` of the handler's owner.
+struct rpc_reply {
+  std::uint64_t result_buffer = 0;
+};
+
+/// One-way: the caller gave up the call it sent as request `call`.
+struct rpc_cancel {
+  std::uint64_t call = 0;
+};
+
+/// Client → its owner: pool memory for a call's arguments or a result.
+struct rpc_buffer {
+  std::uint64_t size = 0;
+};
+
+struct rpc_buffer_reply {
+  std::uint64_t buffer = 0;
+  pool_region where;
+};
+
+/// One-way: the client gives back a buffer it did not send.
+struct rpc_release {
+  std::uint64_t buffer = 0;
+};
+
+using rpc_body = std::variant<rpc_serve, rpc_unserve, rpc_sync, rpc_lookup, rpc_instances, rpc_call, rpc_reply,
+                              rpc_cancel, rpc_buffer, rpc_buffer_reply, rpc_release>;
+
+struct rpc {
+  rpc_body body;
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -494,7 +581,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
                           inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
-                          barrier, flushed, fetch_range>;
+                          barrier, flushed, fetch_range, rpc>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.
@@ -520,7 +607,8 @@ struct message {
   shared_bytes payload;
 };
 
-/// The message kind's name as it appears in logs ("kv_get", ...).
+/// The message kind's name as it appears in logs ("kv_get", "rpc_call", ...).
 std::string_view body_name(const body& b) noexcept;
+std::string_view rpc_body_name(const rpc_body& b) noexcept;
 
 }  // namespace sluice::wire

@@ -77,6 +77,7 @@ struct Envelope {
     barrier @61 :Void;
     flushed @62 :UInt64;             # reply to invalidate and barrier: the owner's commits through this sequence number were sent
     fetchRange @64 :FetchRange;      # answered with fetchReply, the bytes as payload
+    rpc @65 :Rpc;                    # named handlers: serving, calls, the registry (docs/rpc.md)
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -352,4 +353,54 @@ struct ClusterStatusReply {
   master @0 :UInt64;
   objectCount @1 :UInt64;
   members @2 :List(MemberStatus);
+}
+
+# Named handlers (docs/rpc.md). Every RPC message is a member of this one
+# union, so the RPC protocol grows here without taking Envelope members.
+struct Rpc {
+  union {
+    serve @0 :RpcServe;              # client -> owner, on the link that will receive the calls
+    unserve @1 :Text;                # client -> owner: stop serving this name
+    sync @2 :List(RpcInstance);      # owner -> master: every instance this owner serves now
+    lookup @3 :RpcLookup;            # -> master (through the owner): instances of a name, or of names with a prefix
+    instances @4 :List(RpcInstance); # the reply to lookup
+    call @5 :RpcCall;                # caller -> owner(s) -> handler; the payload is the arguments (a dict)
+    reply @6 :UInt64;                # the reply to call: a result buffer, or 0 when the payload is the result (a dict)
+    cancel @7 :UInt64;               # one-way: the caller gave up the call with this request id
+    buffer @8 :UInt64;               # client -> its owner: pool memory of this many bytes for arguments or a result
+    bufferReply @9 :RpcBufferReply;  # the reply to buffer
+    release @10 :UInt64;             # one-way, client -> its owner: give this unused buffer back
+  }
+}
+
+struct RpcServe {
+  name @0 :Text;
+  maxConcurrent @1 :UInt32;  # calls the handler runs at once; more are answered `overloaded`
+}
+
+struct RpcInstance {
+  name @0 :Text;
+  client @1 :UInt64;         # node id of the serving client
+  clientName @2 :Text;
+  owner @3 :UInt64;          # node id of the owner the client is attached to
+  ownerAddress @4 :Text;     # where other owners reach that owner (set by the master)
+  maxConcurrent @5 :UInt32;
+}
+
+struct RpcLookup {
+  name @0 :Text;
+  prefix @1 :Bool;           # every name starting with `name`, not just `name`
+}
+
+struct RpcCall {
+  method @0 :Text;           # the served name
+  target @1 :UInt64;         # node id of the client to call; 0: any live instance
+  routing @2 :UInt8;         # with target 0: 0 round robin, 1 least outstanding
+  argsBuffer @3 :UInt64;     # non-zero: the arguments are this buffer (bufferReply), not the payload
+  caller @4 :UInt64;         # node id of the calling client (set by owners: the envelope's source may be an owner)
+}
+
+struct RpcBufferReply {
+  buffer @0 :UInt64;         # names the buffer in a call (argsBuffer) or a reply
+  where @1 :PoolRegion;      # where to write it in the owner's pool
 }

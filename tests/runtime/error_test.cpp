@@ -24,7 +24,8 @@ TEST_CASE("error: every code keeps its pinned number") {
   CHECK(static_cast<std::uint16_t>(errc::overloaded) == 10);
   CHECK(static_cast<std::uint16_t>(errc::protocol) == 11);
   CHECK(static_cast<std::uint16_t>(errc::cancelled) == 12);
-  CHECK(sluice::errc_last == errc::cancelled);
+  CHECK(static_cast<std::uint16_t>(errc::handler_failed) == 13);
+  CHECK(sluice::errc_last == errc::handler_failed);
 }
 
 TEST_CASE("error: every code has its documented name and a description") {
@@ -41,6 +42,7 @@ TEST_CASE("error: every code has its documented name and a description") {
   CHECK(sluice::to_string(errc::overloaded) == "overloaded");
   CHECK(sluice::to_string(errc::protocol) == "protocol");
   CHECK(sluice::to_string(errc::cancelled) == "cancelled");
+  CHECK(sluice::to_string(errc::handler_failed) == "handler_failed");
   for (std::uint16_t n = 0; n <= static_cast<std::uint16_t>(sluice::errc_last); ++n) {
     auto code = static_cast<errc>(n);
     CHECK(sluice::to_string(code) != "unknown");
@@ -57,7 +59,8 @@ TEST_CASE("error: a wire number maps back to its code") {
 }
 
 TEST_CASE("error: an unknown wire number becomes internal, never success") {
-  CHECK(sluice::errc_from_wire(13) == errc::internal);
+  CHECK(sluice::errc_from_wire(13) == errc::handler_failed);
+  CHECK(sluice::errc_from_wire(14) == errc::internal);
   CHECK(sluice::errc_from_wire(999) == errc::internal);
   CHECK(sluice::errc_from_wire(0xffff) == errc::internal);
 }

@@ -90,6 +90,21 @@ auto fields(const owner_commits_reply& x) { return std::tie(x.refused); }
 auto fields(const barrier&) { return std::tie(); }
 auto fields(const flushed& x) { return std::tie(x.seq); }
 auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length); }
+auto fields(const rpc_instance& x) {
+  return std::tie(x.name, x.client, x.client_name, x.owner, x.owner_address, x.max_concurrent);
+}
+auto fields(const rpc_serve& x) { return std::tie(x.name, x.max_concurrent); }
+auto fields(const rpc_unserve& x) { return std::tie(x.name); }
+auto fields(const rpc_sync& x) { return std::tie(x.instances); }
+auto fields(const rpc_lookup& x) { return std::tie(x.name, x.prefix); }
+auto fields(const rpc_instances& x) { return std::tie(x.instances); }
+auto fields(const rpc_call& x) { return std::tie(x.method, x.target, x.routing, x.args_buffer, x.caller); }
+auto fields(const rpc_reply& x) { return std::tie(x.result_buffer); }
+auto fields(const rpc_cancel& x) { return std::tie(x.call); }
+auto fields(const rpc_buffer& x) { return std::tie(x.size); }
+auto fields(const rpc_buffer_reply& x) { return std::tie(x.buffer, x.where.segment, x.where.offset, x.where.length); }
+auto fields(const rpc_release& x) { return std::tie(x.buffer); }
+auto fields(const rpc& x) { return std::tie(x.body); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
@@ -110,6 +125,7 @@ bool same(const T& a, const T& b);
 template <class T>
 bool same(const std::vector<T>& a, const std::vector<T>& b);
 bool same(const body& a, const body& b);
+bool same(const rpc_body& a, const rpc_body& b);
 
 template <class... Ts, std::size_t... I>
 bool same_each(const std::tuple<Ts...>& a, const std::tuple<Ts...>& b, std::index_sequence<I...>) {
@@ -136,6 +152,12 @@ bool same(const std::vector<T>& a, const std::vector<T>& b) {
 }
 
 bool same(const body& a, const body& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit([&b](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); },
+                    a);
+}
+
+bool same(const rpc_body& a, const rpc_body& b) {
   if (a.index() != b.index()) return false;
   return std::visit([&b](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); },
                     a);
@@ -273,6 +295,22 @@ std::vector<body> sample_bodies() {
       fetch_range{"f", max, max, max},
       large_status(0),
       large_status(1000),
+      rpc{rpc_serve{"embed", 64}},
+      rpc{rpc_serve{std::string(255, 'n'), 0xffffffffU}},
+      rpc{rpc_unserve{"embed"}},
+      rpc{rpc_sync{{}}},
+      rpc{rpc_sync{{{"a", node_id{1}, "c", node_id{2}, "", 1}, {"b/c:d@e", node_id{max}, "", node_id{max}, "x:1", 0}}}},
+      rpc{rpc_lookup{"", true}},
+      rpc{rpc_lookup{"embed", false}},
+      rpc{rpc_instances{{{"a", node_id{1}, "client", node_id{2}, "10.0.0.2:7070", 8}}}},
+      rpc{rpc_call{"embed", node_id{}, rpc_routing::round_robin, 0, node_id{}}},
+      rpc{rpc_call{"embed", node_id{max}, rpc_routing::least_outstanding, max, node_id{7}}},
+      rpc{rpc_reply{0}},
+      rpc{rpc_reply{max}},
+      rpc{rpc_cancel{max}},
+      rpc{rpc_buffer{1ULL << 40}},
+      rpc{rpc_buffer_reply{5, pool_region{1, 4096, 64 << 20}}},
+      rpc{rpc_release{5}},
   };
 }
 
@@ -295,6 +333,11 @@ using bytes = std::vector<std::byte>;
 
 bytes frame_bytes(const envelope& env, shared_bytes payload = {}) {
   auto flat = flatten(encode(env, std::move(payload)));
+  return bytes(flat.data(), flat.data() + flat.size());
+}
+
+bytes frame_bytes_of(const outbound_frame& frame) {
+  auto flat = flatten(frame);
   return bytes(flat.data(), flat.data() + flat.size());
 }
 
@@ -364,8 +407,10 @@ bytes status_with_empty_members(std::uint32_t count) {
 TEST_CASE("wire: every message kind survives encode and decode with all fields") {
   auto samples = sample_bodies();
   std::set<std::size_t> kinds;
+  std::set<std::size_t> rpc_kinds;
   for (const auto& b : samples) {
     kinds.insert(b.index());
+    if (auto* r = std::get_if<rpc>(&b)) rpc_kinds.insert(r->body.index());
     CAPTURE(body_name(b));
     auto env = sample_envelope(b);
     auto decoded = decode_vector(frame_bytes(env));
@@ -374,6 +419,54 @@ TEST_CASE("wire: every message kind survives encode and decode with all fields")
     CHECK(decoded->payload.empty());
   }
   CHECK(kinds.size() == std::variant_size_v<body>);
+  CHECK(rpc_kinds.size() == std::variant_size_v<rpc_body>);
+}
+
+TEST_CASE("wire: relabel passes a frame on with new ids and everything else as it was") {
+  auto env = sample_envelope(rpc{rpc_call{"embed", node_id{3}, rpc_routing::least_outstanding, 0, node_id{9}}});
+  auto frame = encode(env, shared_bytes::copy_of(std::string_view{"args"}));
+  inbound_frame in{frame.head.slice(frame_header_bytes, frame.head.size() - frame_header_bytes), frame.payload};
+  auto out = relabel(in, {7, 8, node_id{0xc3}}, shared_bytes::copy_of(std::string_view{"other"}));
+  REQUIRE(out.has_value());
+  auto decoded = decode_vector(frame_bytes_of(*out));
+  REQUIRE(decoded.ok());
+  env.request_id = 7;
+  env.reply_to = 8;
+  env.target = node_id{0xc3};
+  CHECK(same(decoded->env, env));
+  CHECK(decoded->payload.as_string_view() == "other");
+  // A big envelope spans segments the same way: still relabelled right.
+  auto big = sample_envelope(large_status(1000));
+  auto big_frame = encode(big);
+  auto relabelled = relabel(
+      inbound_frame{big_frame.head.slice(frame_header_bytes, big_frame.head.size() - frame_header_bytes), {}},
+      {1, 2, node_id{3}}, {});
+  REQUIRE(relabelled.has_value());
+  auto again = decode_vector(frame_bytes_of(*relabelled));
+  REQUIRE(again.ok());
+  big.request_id = 1;
+  big.reply_to = 2;
+  big.target = node_id{3};
+  CHECK(same(again->env, big));
+}
+
+TEST_CASE("wire: peek reads a frame's ids and whether it is rpc without decoding the rest") {
+  auto env = sample_envelope(rpc{rpc_call{"embed", node_id{3}, rpc_routing::round_robin, 0, node_id{}}});
+  auto frame = encode(env);
+  inbound_frame in{frame.head.slice(frame_header_bytes, frame.head.size() - frame_header_bytes), {}};
+  auto head = peek(in);
+  REQUIRE(head.has_value());
+  CHECK(head->request_id == env.request_id);
+  CHECK(head->reply_to == env.reply_to);
+  CHECK(head->rpc);
+  auto kv = encode(sample_envelope(kv_get{"k"}));
+  auto kv_head = peek(inbound_frame{kv.head.slice(frame_header_bytes, kv.head.size() - frame_header_bytes), {}});
+  REQUIRE(kv_head.has_value());
+  CHECK_FALSE(kv_head->rpc);
+  // Garbage is not peeked at: decode says why.
+  auto junk = byte_buffer::allocate(64);
+  std::memset(junk.data(), 0xff, junk.size());
+  CHECK_FALSE(peek(inbound_frame{std::move(junk).freeze(), {}}).has_value());
 }
 
 TEST_CASE("wire: envelope fields at zero survive encode and decode") {
@@ -654,6 +747,9 @@ TEST_CASE("wire: random and mutated bytes never crash the decoder") {
 }
 
 TEST_CASE("wire: body_name names every kind as logs show it") {
+  CHECK(body_name(rpc{rpc_call{}}) == "rpc_call");
+  CHECK(body_name(rpc{rpc_serve{}}) == "rpc_serve");
+  CHECK(body_name(rpc{rpc_release{}}) == "rpc_release");
   CHECK(body_name(hello{}) == "hello");
   CHECK(body_name(error_reply{}) == "error_reply");
   CHECK(body_name(ok_reply{}) == "ok_reply");

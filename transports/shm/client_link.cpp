@@ -109,6 +109,20 @@ result<wire::inbound_frame> take_record(const std::shared_ptr<client_link>& c,
   return frame;
 }
 
+result<std::shared_ptr<client_link>> open_client_link(std::string_view address, const wire::outbound_frame& hello,
+                                                      std::shared_ptr<const segment_list> mapped) {
+  auto s = unix_socket::connect(address);
+  if (!s) return s.error();
+  auto link = std::make_shared<client_link>(std::move(*s));
+  link->address = std::string{address};
+  if (auto ok = take_greeting(*link, std::move(mapped)); !ok) return ok.error();
+  std::lock_guard guard{link->send_mutex};
+  link->up = true;
+  if (!write_locked(*link, hello)) return fail(errc::overloaded, "the hello does not fit the shm ring");
+  notify_poller(*link->requests, link->doorbell.get());
+  return link;
+}
+
 bool write_locked(client_link& c, const wire::outbound_frame& frame) {
   write_releases_locked(c);
   auto size = sizeof(record_prefix) + frame.size();

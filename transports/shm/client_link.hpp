@@ -50,6 +50,12 @@ struct client_link {
   explicit client_link(unix_socket s) : socket(std::move(s)) {}
 };
 
+/// Connects to the owner's socket at `address`, takes its greeting (see
+/// take_greeting for `mapped`) and writes `hello` as the first frame: a
+/// link of its own for a calling thread (shm_direct) or a Sluice thread.
+result<std::shared_ptr<client_link>> open_client_link(std::string_view address, const wire::outbound_frame& hello,
+                                                      std::shared_ptr<const segment_list> mapped = {});
+
 /// Receives the owner's greeting and maps the channel and every segment —
 /// or, with `mapped`, takes those mappings instead of making new ones
 /// (the owner's segments arrive again and are closed unmapped).

@@ -7,18 +7,9 @@ namespace sluice::transport {
 result<std::unique_ptr<shm_direct>> shm_direct::open(std::string_view address, wire::outbound_frame hello,
                                                      std::shared_ptr<const shm::segment_list> mapped,
                                                      transport_limits limits, shm::waiter_config waiter) {
-  auto s = shm::unix_socket::connect(address);
-  if (!s) return s.error();
-  auto link = std::make_shared<shm::client_link>(std::move(*s));
-  link->address = std::string{address};
-  if (auto ok = shm::take_greeting(*link, std::move(mapped)); !ok) return ok.error();
-  {
-    std::lock_guard guard{link->send_mutex};
-    link->up = true;
-    if (!shm::write_locked(*link, hello)) return fail(errc::overloaded, "the hello does not fit the shm ring");
-    shm::notify_poller(*link->requests, link->doorbell.get());
-  }
-  return std::unique_ptr<shm_direct>{new shm_direct{std::move(link), limits, waiter}};
+  auto link = shm::open_client_link(address, hello, std::move(mapped));
+  if (!link) return link.error();
+  return std::unique_ptr<shm_direct>{new shm_direct{std::move(*link), limits, waiter}};
 }
 
 shm_direct::~shm_direct() {

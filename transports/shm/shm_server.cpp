@@ -1,5 +1,6 @@
 #include "transports/shm/shm_server.hpp"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -162,9 +163,7 @@ void shm_server::take_releases(client& c, std::span<const std::byte> ids) {
 result<void> shm_server::send(link_id link, wire::outbound_frame frame) {
   auto c = find(link);
   if (!c) return fail(errc::unavailable, fmt::format("shm link {:#x} is not open", link));
-  // A payload in the pool goes by reference, so its size does not count.
-  auto by_reference = in_pool(frame.payload).has_value();
-  if (auto bad = shm::check_outbound(frame, c->responses->record_bytes_max() - 64, by_reference); !bad) return bad;
+  if (auto bad = fits(*c, frame); !bad) return bad;
   std::lock_guard guard{c->send_mutex};
   if (c->closed) return fail(errc::unavailable, fmt::format("shm link {:#x} is closed", link));
   if (c->overflow.empty() && write_locked(*c, frame)) {
@@ -220,6 +219,9 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
+      // A reader that spins on this core for the next relayed frame (a
+      // handler next to its owner) gets its turn now and then.
+      if (relayed_since_sleep_) ::sched_yield();
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) idle_since = now;
       if (now - idle_since >= options_.spin) {
@@ -257,6 +259,7 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
+  bool relayed = false;  // a frame went from this client to another
   for (int n = 0; n < records_per_turn; ++n) {
     auto record = c.requests->peek();
     if (!record) break;
@@ -278,18 +281,13 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
+    if (c.greeted && options_.relay && relay(c.id, *frame, relayed)) continue;
     if (c.greeted && options_.fast_path) {
       if (auto taken = options_.fast_path(c.id, *frame)) {
         if (!taken->reply) continue;
         auto& reply = taken->reply;
         std::lock_guard guard{c.send_mutex};
-        if (!c.closed && (c.overflow.empty() && write_locked(c, *reply))) {
-          shm::notify_consumer(*c.responses);
-        } else if (!c.closed) {
-          c.overflow_bytes += reply->size();
-          c.overflow.push_back(std::move(*reply));
-          c.has_overflow.store(true, std::memory_order_release);
-        }
+        if (!c.closed) queue_or_write(c, std::move(*reply));
         continue;
       }
     }
@@ -305,7 +303,46 @@ bool shm_server::drain(client& c) {
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
+  // A reader of what was relayed may share this core (a handler next to
+  // its owner), asleep or spinning: give it the core now rather than at
+  // the end of our time slice. When it runs elsewhere, this returns at once.
+  if (relayed) ::sched_yield();
   return any;
+}
+
+result<void> shm_server::fits(const client& c, const wire::outbound_frame& frame) const {
+  // A payload in the pool travels as a reference: only the rest goes
+  // through the ring.
+  if (in_pool(frame.payload)) return shm::check_outbound({frame.head, {}}, c.responses->record_bytes_max() - 64);
+  return shm::check_outbound(frame, c.responses->record_bytes_max() - 64);
+}
+
+bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
+  if (c.overflow.empty() && write_locked(c, frame)) return shm::notify_consumer(*c.responses);
+  c.overflow_bytes += frame.size();
+  c.overflow.push_back(std::move(frame));
+  c.has_overflow.store(true, std::memory_order_release);
+  return false;
+}
+
+bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& relayed) {
+  auto routed = options_.relay(from, frame);
+  if (!routed) return false;
+  if (routed->to == 0) return true;
+  auto to = find(routed->to);
+  // A reader that is gone is reported down to the node, which answers
+  // what was relayed to it.
+  if (!to) return true;
+  if (auto ok = fits(*to, routed->frame); !ok) {
+    log_->warn("shm link {:#x}: a relayed frame was dropped: {}", to->id, ok.error().to_string());
+    return true;
+  }
+  std::lock_guard guard{to->send_mutex};
+  if (to->closed) return true;
+  queue_or_write(*to, std::move(routed->frame));
+  relayed = true;
+  relayed_since_sleep_ = true;
+  return true;
 }
 
 bool shm_server::flush(client& c) {
@@ -322,6 +359,7 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
+  relayed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -64,6 +64,9 @@ struct shm_server_options {
   /// Called on the poller's thread each time it stops spinning to sleep:
   /// work it saved up for quieter moments goes now.
   std::function<void()> on_idle;
+  /// Passes frames between clients on the poller's thread when it can (an
+  /// owner relaying RPC calls), tried before fast_path.
+  relay_fn relay;
 };
 
 class shm_server final : public transport {
@@ -102,6 +105,9 @@ class shm_server final : public transport {
   client_ptr find(link_id link);
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
+  bool relay(link_id from, const wire::inbound_frame& frame, bool& relayed);
+  bool queue_or_write(client& c, wire::outbound_frame frame);
+  result<void> fits(const client& c, const wire::outbound_frame& frame) const;
   std::optional<shm::region_ref> in_pool(const shared_bytes& payload) const;
   void take_releases(client& c, std::span<const std::byte> ids);
 
@@ -122,6 +128,8 @@ class shm_server final : public transport {
   // The clients as the poller sees them; only the poller adds and drops
   // clients, so it keeps this copy of clients_ without the lock.
   std::vector<client_ptr> active_;
+  /// The poller passed frames between clients since it last slept.
+  bool relayed_since_sleep_ = false;
 
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;

@@ -132,6 +132,7 @@ struct key_page {
 
 class client;
 class dict_builder;
+class rpc_endpoint;
 
 /// A new value being written before it is committed. On the owner's host
 /// (shared memory) bytes() is the pool memory the value will live in: what
@@ -263,6 +264,10 @@ class client {
 
   /// The address this client talks to.
   const std::string& address() const noexcept;
+
+  /// Serving and calling named handlers (sluice/rpc.hpp); lives as long
+  /// as the client.
+  rpc_endpoint& rpc();
 
   struct impl;
   /// Used by sluice::local_cluster.

@@ -28,10 +28,11 @@ enum class errc : std::uint16_t {
   overloaded = 10,        ///< A bounded queue or limit was hit; retry later.
   protocol = 11,          ///< A peer sent a malformed or incompatible frame.
   cancelled = 12,         ///< The caller cancelled the operation.
+  handler_failed = 13,    ///< A called handler threw or broke its promise; the message is its own.
 };
 
 /// The highest code this build knows; codes above it decode as `internal`.
-inline constexpr errc errc_last = errc::cancelled;
+inline constexpr errc errc_last = errc::handler_failed;
 
 /// The code's name as written in docs and logs, e.g. "not_found".
 constexpr std::string_view to_string(errc code) noexcept {
@@ -49,6 +50,7 @@ constexpr std::string_view to_string(errc code) noexcept {
     case errc::overloaded: return "overloaded";
     case errc::protocol: return "protocol";
     case errc::cancelled: return "cancelled";
+    case errc::handler_failed: return "handler_failed";
   }
   return "unknown";
 }
@@ -69,6 +71,7 @@ constexpr std::string_view describe(errc code) noexcept {
     case errc::overloaded: return "a limit was reached; retry later";
     case errc::protocol: return "a peer sent a malformed or incompatible frame";
     case errc::cancelled: return "the caller cancelled the operation";
+    case errc::handler_failed: return "the called handler failed (it threw, or never answered)";
   }
   return "unknown error code";
 }

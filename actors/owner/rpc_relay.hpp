@@ -1,0 +1,28 @@
+// The owner's RPC relay: a call from one client of this owner to another
+// passes from the caller's ring to the handler's ring on the shm poller's
+// thread, and its answer passes back, without the owner actor (design.md,
+// "Hot path"; docs/rpc.md, "How a call travels"). Everything the relay
+// cannot do alone — a name it does not know well enough, an instance on
+// another owner, a cancel of a call it did not relay — goes to the owner
+// actor as usual, which routes by the same table (rpc_routes).
+//
+// Plain code with no I/O and no clock of its own, like fast_path.hpp.
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+#include "actors/owner/rpc_routes.hpp"
+#include "runtime/node_id.hpp"
+#include "transports/transport.hpp"
+
+namespace sluice {
+
+/// What to do with `frame`, which arrived on `from` (a greeted client
+/// link of the owner `self`): relay it (or drop it), or nothing to pass
+/// it on to the owner actor.
+std::optional<transport::relayed_frame> relay_rpc(rpc_routes& routes, node_id self, transport::link_id from,
+                                                  const wire::inbound_frame& frame,
+                                                  std::chrono::steady_clock::time_point now);
+
+}  // namespace sluice

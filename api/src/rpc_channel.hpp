@@ -1,0 +1,103 @@
+// rpc_channel: a link of its own between a client and its owner, with a
+// thread of its own, for RPC: calls to the handlers this client serves
+// arrive on it and run on its thread; asynchronous calls this client makes
+// go out on it and their answers complete on its thread. Neither waits for
+// the client node's actors (design.md, "Hot path"): the thread reads its
+// ring itself, spinning for a while (configurable), then sleeping on the
+// ring's futex.
+//
+// To the owner it is one more link of the client (it greets with the
+// client's hello); when it closes — or the process dies — the owner fails
+// what was in flight on it at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "runtime/wire/messages.hpp"
+#include "transports/shm/client_link.hpp"
+#include "transports/transport.hpp"
+
+namespace sluice {
+
+class rpc_channel {
+ public:
+  using clock = std::chrono::steady_clock;
+  using reply_fn = std::function<void(result<wire::message>)>;
+
+  /// What the channel's thread hands to its user.
+  struct hooks {
+    /// A call to a served handler (an rpc_call request).
+    std::function<void(wire::message)> on_call;
+    /// The caller gave up call `id` (an rpc_cancel).
+    std::function<void(std::uint64_t id)> on_cancel;
+    /// The link broke (the owner went away); not called when the channel
+    /// is closed by its destructor.
+    std::function<void()> on_down;
+  };
+
+  /// Opens a link to the owner's shm socket at `address`, sends `hello`
+  /// and starts the thread. `mapped`: the owner's pool as this process
+  /// mapped it already (one address per region in this process).
+  static result<std::shared_ptr<rpc_channel>> open(const std::string& address, const wire::outbound_frame& hello,
+                                                   std::shared_ptr<const transport::shm::segment_list> mapped,
+                                                   hooks h, std::chrono::microseconds spin);
+  /// Stops the thread and closes the link (the owner lets go of what it
+  /// lent to this link). REQUIRES: not called on the channel's thread.
+  ~rpc_channel();
+  rpc_channel(const rpc_channel&) = delete;
+  rpc_channel& operator=(const rpc_channel&) = delete;
+
+  /// Sends `env` as a request (its request_id is set here) and runs
+  /// `done` exactly once, on the channel's thread: the answer, the error
+  /// it carried, `timeout` at `deadline`, or `unavailable` when the link
+  /// breaks. Any thread. Returns the request id (0 when it failed at once).
+  std::uint64_t request(wire::envelope env, shared_bytes payload, clock::time_point deadline, reply_fn done);
+  /// Sends a frame nobody answers (a reply, a cancel). Any thread.
+  result<void> send(const wire::outbound_frame& frame);
+  /// False once the link broke.
+  bool usable() const noexcept { return usable_.load(std::memory_order_acquire); }
+  /// How long the thread spins before it sleeps, from its next wait on.
+  void set_spin(std::chrono::microseconds spin) { spin_us_.store(spin.count(), std::memory_order_relaxed); }
+  std::thread::id thread_id() const noexcept { return thread_.get_id(); }
+
+ private:
+  struct pending {
+    clock::time_point deadline;
+    reply_fn done;
+  };
+
+  rpc_channel(std::shared_ptr<transport::shm::client_link> link, hooks h, std::chrono::microseconds spin);
+  void run();
+  void yielding_spin(transport::shm::ring& responses);
+  void dispatch(wire::message msg);
+  void finish(std::uint64_t id, result<wire::message> outcome);
+  void expire(clock::time_point now);
+  clock::time_point next_wake(clock::time_point now);
+  void fail_all(const error& why);
+
+  std::shared_ptr<transport::shm::client_link> link_;
+  hooks hooks_;
+  transport::transport_limits limits_;
+  std::atomic<std::int64_t> spin_us_;
+  std::atomic<bool> usable_{true};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> closing_{false};  // the destructor runs
+  std::atomic<std::uint64_t> next_id_{1};
+
+  std::mutex pending_mutex_;  // guards pending_, deadlines_
+  std::map<std::uint64_t, pending> pending_;
+  std::set<std::pair<clock::time_point, std::uint64_t>> deadlines_;
+
+  std::thread thread_;  // last: it starts once everything above exists
+};
+
+}  // namespace sluice

@@ -1,0 +1,75 @@
+// The state behind an rpc_endpoint, shared by the files that implement
+// it: rpc_endpoint.cpp (calling) and rpc_serving.cpp (serving).
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "api/src/rpc_internal.hpp"
+
+namespace sluice {
+
+struct rpc_endpoint::impl {
+  client::impl* self;  // REQUIRES: outlives this endpoint (it lives inside the client)
+  std::mutex mutex;      // guards the channels' creation
+  std::shared_ptr<serve_state> serving;
+  /// Serves over the node's own link when there is no shared memory.
+  std::shared_ptr<node_served> node;
+  std::shared_ptr<rpc_channel> calls;
+
+  // Serving again on a new link when the owner went away (keep()).
+  std::mutex keeper_mutex;  // guards the two flags
+  std::condition_variable keeper_wake;
+  bool keeper_stop = false;
+  bool link_lost = false;
+  std::thread keeper;
+
+  explicit impl(client::impl* c) : self(c) {}
+  ~impl() {
+    {
+      std::lock_guard guard{keeper_mutex};
+      keeper_stop = true;
+    }
+    keeper_wake.notify_one();
+    if (keeper.joinable()) keeper.join();
+    std::shared_ptr<rpc_channel> closing;
+    if (serving) {
+      std::lock_guard guard{serving->mutex};
+      closing = std::move(serving->channel);
+    }
+    closing.reset();  // joins the serving thread; the owner drops this client's instances
+    if (node) {
+      self->host->served()->set(nullptr);
+      node->stop();
+    }
+    calls.reset();
+  }
+
+  bool on_owners_host() const { return !self->shm_address.empty() && self->host->shm() != nullptr; }
+  result<std::shared_ptr<rpc_channel>> serve_channel();
+  result<std::shared_ptr<rpc_channel>> call_channel();
+  /// Sends a serve or unserve to the owner on the link the calls come on:
+  /// `on`, or (null) the node's own link.
+  result<void> tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on);
+  /// The link calls come on: a serving channel on the owner's host, else
+  /// the node's own link (null).
+  result<std::shared_ptr<rpc_channel>> calls_link();
+  result<void> serve_name(std::string_view name, std::shared_ptr<served_name> h);
+
+  /// The link the handlers were served on broke.
+  void lost();
+  /// The keeper's thread: after each loss, serves every handler again
+  /// (a new link to the owner, or to its successor) until it works.
+  void keep();
+  /// Tells the owner again about every served name; false when it failed.
+  bool serve_again();
+};
+
+/// A request answered on the calling thread: its direct channel when it
+/// has one, else through the client node (rpc_endpoint.cpp).
+result<wire::message> ask(client::impl& c, const wire::body& request, const shared_bytes& payload,
+                          std::chrono::milliseconds timeout);
+
+}  // namespace sluice

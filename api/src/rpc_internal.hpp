@@ -1,0 +1,164 @@
+// What the RPC side of the client library shares between its files: the
+// states behind the public types of sluice/rpc.hpp, and the helpers that
+// turn dicts into payloads and answers into results.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <thread>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "actors/client/client_rpc.hpp"
+#include "api/src/client_impl.hpp"
+#include "api/src/rpc_channel.hpp"
+#include "sluice/rpc.hpp"
+
+namespace sluice {
+
+struct rpc_request::impl {
+  std::string method;
+  std::string caller;
+  value bytes;  // keeps the arguments (and any pool lease) alive
+  std::optional<dict_view> args;
+  std::chrono::steady_clock::time_point deadline;
+  std::shared_ptr<std::atomic<bool>> cancelled;
+  std::optional<pool_location> location;
+};
+
+struct rpc_result::impl {
+  value bytes;
+  std::optional<dict_view> dict;
+  std::optional<pool_location> location;
+};
+
+struct rpc_args::impl {
+  client::impl* owner = nullptr;  // REQUIRES: outlives this
+  std::uint64_t buffer = 0;       // a pool buffer of the owner; 0: `keep` is a buffer of ours
+  std::shared_ptr<const void> keep;
+  std::span<std::byte> bytes;
+  std::optional<pool_location> location;
+  bool sent = false;
+};
+
+struct rpc_call_handle::state {
+  std::function<void(result<rpc_result>)> done;
+  std::atomic<bool> finished{false};
+  /// Tells the handler (through the owner); empty where it cannot.
+  std::function<void()> on_cancel;
+
+  /// Runs `done` unless the call finished already.
+  void complete(result<rpc_result> outcome);
+};
+
+/// A dict ready to travel: inline as the frame's payload, or in a pool
+/// buffer of the owner (buffer != 0).
+struct encoded_dict {
+  shared_bytes payload;
+  std::uint64_t buffer = 0;
+};
+
+/// Room for `size` bytes of arguments or a result: in the owner's pool
+/// (a buffer asked for on the calling thread's direct channel) when
+/// `in_pool` and the client is on the owner's host, else a buffer of its
+/// own.
+result<rpc_args> make_args(client::impl& c, std::uint64_t size, bool in_pool);
+/// What is written in `args`, ready to travel (the call takes it over).
+encoded_dict take_encoded(rpc_args& args);
+/// Encodes `d` once, into the pool when it is large (rpc_pool_bytes_min).
+result<encoded_dict> encode_dict(client::impl& c, const dict_builder& d);
+
+/// The result carried by an answer to rpc_call.
+result<rpc_result> to_rpc_result(client::impl& c, result<wire::message>& reply);
+
+/// Where `bytes` lie in this client's mapping of the owner's pool.
+std::optional<pool_location> locate_in_pool(client::impl& c, std::span<const std::byte> bytes);
+
+/// A served name.
+struct served_name {
+  rpc_handler sync;
+  rpc_async_handler async;
+  std::uint32_t max_concurrent = 0;
+  std::chrono::microseconds spin{0};
+  /// Calls started and not answered.
+  std::atomic<std::uint32_t> in_flight{0};
+};
+
+/// The serving side of one client: its handlers and the channel calls
+/// arrive on. Shared with the promises of calls in progress, which may
+/// outlive the endpoint (their answers then go nowhere).
+struct serve_state : std::enable_shared_from_this<serve_state> {
+  client::impl* owner_client = nullptr;  // REQUIRES: outlives every use through a channel
+  std::mutex mutex;                // guards the members below
+  std::map<std::string, std::shared_ptr<served_name>, std::less<>> handlers;
+  /// Calls in progress by request id, for cancels.
+  std::unordered_map<std::uint64_t, std::weak_ptr<std::atomic<bool>>> in_progress;
+  /// Null once the endpoint closed.
+  std::shared_ptr<rpc_channel> channel;
+
+  /// Runs the call's handler (on the channel's thread, or on the thread
+  /// of a node_served). `answer`: how the answer goes back; empty: on
+  /// `channel`.
+  void on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer = {});
+  void on_cancel(std::uint64_t id);
+};
+
+/// Serves the calls that reach the client node's own link (a client over
+/// TCP has no channel of its own): a thread of its own runs them one after
+/// another, so that the client actor never waits for a handler.
+class node_served final : public rpc_served {
+ public:
+  explicit node_served(std::shared_ptr<serve_state> state);
+  ~node_served() override;
+  void on_call(wire::message call, answer_fn answer) override;
+  void on_cancel(std::uint64_t id) override;
+  void on_link_down() override {
+    if (on_down) on_down();
+  }
+  /// Told when the node's link went down. Set before the node may call.
+  std::function<void()> on_down;
+  /// Stops the thread (what is queued is answered `unavailable`).
+  /// Idempotent. REQUIRES: not called from a handler.
+  void stop();
+
+ private:
+  void run();
+
+  std::shared_ptr<serve_state> state_;
+  std::mutex mutex_;  // guards queue_, stopping_
+  std::condition_variable wake_;
+  std::deque<std::pair<wire::message, answer_fn>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: it starts once the rest exists
+};
+
+/// What answering one call needs; shared by the sync path and a promise.
+struct rpc_promise::impl {
+  std::shared_ptr<serve_state> serving;
+  std::shared_ptr<served_name> handler;
+  std::uint64_t request_id = 0;
+  node_id reply_to;  // the envelope's source: the owner or the caller
+  std::string method;
+  /// How the answer goes back; empty: on serving->channel.
+  rpc_served::answer_fn through;
+  /// The call is in serving->in_progress (an async handler's: cancels reach it).
+  bool tracked = false;
+  std::atomic<bool> answered{false};
+
+  void answer(const dict_builder& result);
+  void answer(const dict_view& encoded);
+  void answer_error(const error& err);
+
+ private:
+  bool claim();
+  void send(wire::body body, shared_bytes payload);
+};
+
+}  // namespace sluice

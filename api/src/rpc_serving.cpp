@@ -1,0 +1,193 @@
+// rpc_endpoint, the serving side: the link calls come on (a serving
+// channel on the owner's host, else the node's own link), serve and
+// unserve, and serving again when that link breaks.
+#include "api/src/rpc_endpoint_impl.hpp"
+#include "runtime/log.hpp"
+#include "runtime/rpc_limits.hpp"
+#include "transports/shm/shm_client.hpp"
+
+namespace sluice {
+namespace {
+
+/// Bounds of serve_options::max_concurrent.
+constexpr std::uint32_t max_concurrent_max = 65536;
+/// Pause between two attempts to serve again after the owner went away:
+/// its restart takes a while, and each attempt costs it a connection.
+constexpr std::chrono::milliseconds reserve_interval{500};
+
+}  // namespace
+
+void rpc_endpoint::impl::lost() {
+  {
+    std::lock_guard guard{keeper_mutex};
+    link_lost = true;
+  }
+  keeper_wake.notify_one();
+}
+
+bool rpc_endpoint::impl::serve_again() {
+  auto link = calls_link();
+  if (!link) return false;
+  std::vector<std::pair<std::string, std::uint32_t>> names;
+  {
+    std::lock_guard guard{serving->mutex};
+    for (auto& [name, h] : serving->handlers) names.emplace_back(name, h->max_concurrent);
+  }
+  for (auto& [name, max_concurrent] : names) {
+    if (!tell_owner(wire::rpc{wire::rpc_serve{name, max_concurrent}}, *link)) return false;
+  }
+  get_logger("rpc")->info("serving {} names again after the link to the owner was lost", names.size());
+  return true;
+}
+
+void rpc_endpoint::impl::keep() {
+  std::unique_lock lock{keeper_mutex};
+  while (true) {
+    keeper_wake.wait(lock, [this] { return keeper_stop || link_lost; });
+    if (keeper_stop) return;
+    link_lost = false;
+    while (true) {
+      if (keeper_wake.wait_for(lock, reserve_interval, [this] { return keeper_stop; })) return;
+      lock.unlock();
+      bool served = serve_again();
+      lock.lock();
+      if (served) break;
+    }
+  }
+}
+
+result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
+  std::lock_guard guard{mutex};
+  if (!serving) {
+    serving = std::make_shared<serve_state>();
+    serving->owner_client = self;
+  }
+  std::shared_ptr<rpc_channel> broken;  // closed once the lock is let go
+  std::lock_guard serving_guard{serving->mutex};
+  if (serving->channel && serving->channel->usable()) return serving->channel;
+  broken = std::move(serving->channel);
+  // A raw pointer: the channel's thread is joined before serve_state goes.
+  auto* state = serving.get();
+  rpc_channel::hooks hooks{
+      [state](wire::message msg) { state->on_call(state->shared_from_this(), std::move(msg)); },
+      [state](std::uint64_t id) { state->on_cancel(id); },
+      [this] { lost(); },
+  };
+  auto opened = rpc_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(),
+                                  std::move(hooks), std::chrono::microseconds{0});
+  if (!opened) return opened.error();
+  serving->channel = *opened;
+  return serving->channel;
+}
+result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
+  if (on_owners_host()) return serve_channel();
+  std::lock_guard guard{mutex};
+  if (!serving) {
+    serving = std::make_shared<serve_state>();
+    serving->owner_client = self;
+  }
+  if (!node) {
+    node = std::make_shared<node_served>(serving);
+    node->on_down = [this] { lost(); };
+    self->host->served()->set(node);
+  }
+  return std::shared_ptr<rpc_channel>{};
+}
+
+result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on) {
+  if (!on) {
+    auto reply = ask(*self, request, {}, self->options.timeout);
+    if (!reply) return std::move(reply).error();
+    return {};
+  }
+  if (on->thread_id() == std::this_thread::get_id()) {
+    return fail(errc::invalid_argument, "serve() and unserve() cannot run inside a handler of the same client");
+  }
+  auto promise = std::make_shared<std::promise<result<wire::message>>>();
+  auto future = promise->get_future();
+  wire::envelope env;
+  env.source = self->host->id();
+  env.body = std::move(request);
+  on->request(std::move(env), {}, std::chrono::steady_clock::now() + self->options.timeout,
+              [promise](result<wire::message> r) { promise->set_value(std::move(r)); });
+  auto reply = future.get();  // the channel answers by the deadline at the latest
+  if (!reply) return std::move(reply).error();
+  return {};
+}
+namespace {
+
+std::shared_ptr<served_name> served_with(const serve_options& options) {
+  auto h = std::make_shared<served_name>();
+  h->max_concurrent = options.max_concurrent;
+  h->spin = options.spin;
+  return h;
+}
+
+}  // namespace
+
+result<void> rpc_endpoint::serve(std::string_view name, rpc_handler handler, serve_options options) {
+  if (!handler) return fail(errc::invalid_argument, "serve() needs a handler");
+  auto h = served_with(options);
+  h->sync = std::move(handler);
+  return impl_->serve_name(name, std::move(h));
+}
+
+result<void> rpc_endpoint::serve_async(std::string_view name, rpc_async_handler handler, serve_options options) {
+  if (!handler) return fail(errc::invalid_argument, "serve_async() needs a handler");
+  auto h = served_with(options);
+  h->async = std::move(handler);
+  return impl_->serve_name(name, std::move(h));
+}
+
+result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_ptr<served_name> h) {
+  if (auto ok = check_rpc_name(name); !ok) return ok.error();
+  if (h->max_concurrent < 1 || h->max_concurrent > max_concurrent_max) {
+    return fail(errc::invalid_argument, "max_concurrent must be from 1 to " + std::to_string(max_concurrent_max));
+  }
+  if (h->spin.count() < 0) return fail(errc::invalid_argument, "a negative spin");
+  auto channel = calls_link();
+  if (!channel) return channel.error();
+  {
+    std::lock_guard guard{mutex};
+    if (!keeper.joinable()) keeper = std::thread([this] { keep(); });
+  }
+  auto& state = *serving;
+  std::chrono::microseconds spin{0};
+  {
+    std::lock_guard guard{state.mutex};
+    state.handlers[std::string{name}] = h;
+    for (auto& [n, each] : state.handlers) spin = std::max(spin, each->spin);
+  }
+  if (*channel) (*channel)->set_spin(spin);
+  auto max_concurrent = h->max_concurrent;
+  auto told = tell_owner(wire::rpc{wire::rpc_serve{std::string{name}, max_concurrent}}, *channel);
+  if (!told) {
+    std::lock_guard guard{state.mutex};
+    if (auto it = state.handlers.find(name); it != state.handlers.end() && it->second == h) {
+      state.handlers.erase(it);
+    }
+  }
+  return told;
+}
+
+result<void> rpc_endpoint::unserve(std::string_view name) {
+  if (auto ok = check_rpc_name(name); !ok) return ok.error();
+  std::shared_ptr<rpc_channel> channel;
+  bool served = false;
+  {
+    std::lock_guard guard{impl_->mutex};
+    if (impl_->serving) {
+      std::lock_guard serving_guard{impl_->serving->mutex};
+      auto& handlers = impl_->serving->handlers;
+      if (auto it = handlers.find(name); it != handlers.end()) {
+        handlers.erase(it);
+        channel = impl_->serving->channel;
+        served = true;
+      }
+    }
+  }
+  if (!served) return fail(errc::not_found, "this client does not serve '" + std::string{name} + "'");
+  return impl_->tell_owner(wire::rpc{wire::rpc_unserve{std::string{name}}}, channel);
+}
+
+}  // namespace sluice

@@ -1,0 +1,113 @@
+// rpc_workload: clients serving names and calling each other through the
+// real client, owner and master actors (and the owners' relay), under the
+// run's faults, every call judged (docs/simulator.md, "RPC"):
+//
+//  - every call is answered exactly once, and no later than its deadline
+//    (plus the time a late timer may take);
+//  - a handler runs a call at most once (retries only move calls that were
+//    never delivered);
+//  - an answer is the one its handler gave for that very call, from a
+//    client that served the name in that incarnation — the named client
+//    when the call named one;
+//  - an error is one the handler gave, or one a call may meet on the way:
+//    timeout, unavailable, not_found (no instance), overloaded;
+//  - after the faults heal, a call to each served name gets through.
+//
+// The serving side plays what the client library does over a client's
+// own link: it answers calls (now, later, or with an error), and serves
+// again when its link breaks or its node restarts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sim/checker.hpp"
+#include "sim/world.hpp"
+
+namespace sluice::sim {
+
+struct rpc_workload_options {
+  /// Names served ("svc0", ...); each client serves each with even odds.
+  int names = 3;
+  /// Mean pause between two calls of one client.
+  sim_duration think = 100ms;
+  /// Calls one client keeps in flight at most.
+  int outstanding_max = 2;
+  /// Deadline of each call.
+  sim_duration timeout = 2s;
+  /// How often a client looks whether it must serve again.
+  sim_duration maintain_every = 250ms;
+};
+
+class rpc_workload {
+ public:
+  rpc_workload(world& w, checker& c, rpc_workload_options options = {});
+  ~rpc_workload();
+  rpc_workload(const rpc_workload&) = delete;
+  rpc_workload& operator=(const rpc_workload&) = delete;
+
+  /// Schedules serving and calls until `stop` (the world runs them).
+  void start(sim_time stop);
+  /// After the faults healed (the KV workload's liveness check heals the
+  /// world): a call to every name a live client serves must get through
+  /// within `window`. Records violations; returns the names that failed.
+  std::vector<std::string> check_liveness(sim_duration window);
+  /// Calls answered before their caller was gone must all be answered:
+  /// records a violation for any that never were.
+  void check_answered();
+
+  std::uint64_t calls() const noexcept { return calls_; }
+
+ private:
+  class server;
+  struct client_state {
+    std::uint64_t incarnation = 0;
+    int outstanding = 0;
+    /// Names this incarnation serves (acknowledged) and serves next.
+    std::set<int> serving;
+    std::set<int> wanted;
+    bool serve_due = false;
+    bool serving_in_flight = false;
+  };
+  struct call_record {
+    int caller = 0;
+    std::uint64_t caller_incarnation = 0;
+    int name = 0;
+    int target = -1;  // a client index, or -1: any
+    sim_time started{};
+    sim_time deadline{};
+    int runs = 0;
+    bool answered = false;
+    bool handler_failed_it = false;  // the handler answered with an error
+  };
+
+  bool current(int client, std::uint64_t incarnation) const;
+  client_state& state_of(int client);
+  void maintain(int client);
+  void serve_wanted(int client);
+  void schedule_call(int client);
+  void call(int client, int name, int target, std::function<void(bool ok)> then = {});
+  void judge(std::uint64_t id, const result<wire::message>& reply);
+  void run_call(int client, std::uint64_t incarnation, const wire::message& msg,
+                std::function<void(wire::body, shared_bytes)> answer);
+  std::string name(int n) const { return "svc" + std::to_string(n); }
+
+  world& world_;
+  checker& checker_;
+  rpc_workload_options options_;
+  std::vector<client_state> clients_;
+  std::vector<std::shared_ptr<server>> servers_;
+  std::map<std::uint64_t, call_record> records_;
+  /// (client, name) → incarnations of the client that served the name.
+  std::map<std::pair<int, int>, std::set<std::uint64_t>> served_by_;
+  std::uint64_t next_call_ = 1;
+  std::uint64_t calls_ = 0;
+  sim_time stop_{};
+  sim_time maintain_until_{};
+};
+
+}  // namespace sluice::sim
