@@ -64,6 +64,15 @@ class link_sink {
   /// closes the link (with that error in on_link_down).
   virtual result<void> on_frame(link_id link, wire::inbound_frame frame) = 0;
 
+  /// Like on_frame, but the sink may hold the frame and hand it on with
+  /// the others of the same wake-up, at end_of_frames (the transport
+  /// calls that before it waits again). A sink delivers what it holds
+  /// before any later event, so each link's order stays as it was.
+  virtual result<void> on_frame_held(link_id link, wire::inbound_frame frame) {
+    return on_frame(link, std::move(frame));
+  }
+  virtual void end_of_frames() {}
+
   /// The link is gone (peer closed, I/O error, malformed frame, or a local
   /// close). `reason` says why. Frames still queued on it are dropped.
   virtual void on_link_down(link_id link, const error& reason) = 0;

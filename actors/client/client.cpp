@@ -91,6 +91,14 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
       [self](inbound_atom, transport::link_id link, wire::message& msg) {
         if (auto request = self->state.ep->inbound(link, std::move(msg))) on_served(self, link, std::move(*request));
       },
+      [self](inbound_batch_atom, std::vector<inbound_item>& batch) {
+        auto& ep = *self->state.ep;
+        ep.begin_batch();
+        for (auto& item : batch) {
+          if (auto request = ep.inbound(item.link, std::move(item.msg))) on_served(self, item.link, std::move(*request));
+        }
+        ep.end_batch();
+      },
       [self](rpc_answer_atom, served_answer& a) {
         self->state.ep->reply(a.ctx, std::move(a.body), std::move(a.payload));
       },

@@ -17,11 +17,29 @@ void actor_sink::bind(caf::actor target) {
 
 void actor_sink::deliver(caf::message msg) {
   std::lock_guard guard{mutex_};
+  release_held_locked();
+  deliver_locked(std::move(msg));
+}
+
+void actor_sink::deliver_locked(caf::message msg) {
   if (!target_) {
     early_.push_back(std::move(msg));
     return;
   }
   caf::anon_send(target_, std::move(msg));
+}
+
+// One message for every frame held: the actor takes a wake-up's frames in
+// one go, and the transport's thread enqueues once instead of per frame.
+void actor_sink::release_held_locked() {
+  if (held_.empty()) return;
+  if (held_.size() == 1) {
+    auto& item = held_.front();
+    deliver_locked(caf::make_message(inbound_atom::value, item.link, std::move(item.msg)));
+  } else {
+    deliver_locked(caf::make_message(inbound_batch_atom::value, std::move(held_)));
+  }
+  held_.clear();
 }
 
 void actor_sink::on_link_up(transport::link_id link, const std::string& peer) {
@@ -37,6 +55,22 @@ result<void> actor_sink::on_frame(transport::link_id link, wire::inbound_frame f
   }
   deliver(caf::make_message(inbound_atom::value, link, std::move(*msg)));
   return {};
+}
+
+result<void> actor_sink::on_frame_held(transport::link_id link, wire::inbound_frame frame) {
+  auto msg = wire::decode(std::move(frame));
+  if (!msg) {
+    log_->debug("link {:#x}: undecodable frame: {}", link, msg.error().to_string());
+    return std::move(msg).error();
+  }
+  std::lock_guard guard{mutex_};
+  held_.push_back(inbound_item{link, std::move(*msg)});
+  return {};
+}
+
+void actor_sink::end_of_frames() {
+  std::lock_guard guard{mutex_};
+  release_held_locked();
 }
 
 void actor_sink::on_link_down(transport::link_id link, const error& reason) {

@@ -11,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/message.hpp>
 
+#include "actors/common/atoms.hpp"
 #include "runtime/log.hpp"
 #include "transports/transport.hpp"
 
@@ -28,6 +29,8 @@ class actor_sink final : public transport::link_sink {
 
   void on_link_up(transport::link_id link, const std::string& peer) override;
   result<void> on_frame(transport::link_id link, wire::inbound_frame frame) override;
+  result<void> on_frame_held(transport::link_id link, wire::inbound_frame frame) override;
+  void end_of_frames() override;
   void on_link_down(transport::link_id link, const error& reason) override;
 
   /// Sends `msg` to the actor (held until bind, like link events). Any
@@ -36,11 +39,14 @@ class actor_sink final : public transport::link_sink {
 
  private:
   void deliver(caf::message msg);
+  void deliver_locked(caf::message msg);
+  void release_held_locked();
 
   logger_ptr log_;
   std::mutex mutex_;
   caf::actor target_;                 // guarded by mutex_
   std::vector<caf::message> early_;   // guarded by mutex_; empty once bound
+  std::vector<inbound_item> held_;    // guarded by mutex_: decoded, not yet sent
 };
 
 }  // namespace sluice

@@ -13,10 +13,20 @@
 
 namespace sluice {
 
+/// One frame of an inbound batch: the link it came on (a transport's
+/// link_id) and its decoded message.
+struct inbound_item {
+  std::uint64_t link = 0;
+  wire::message msg;
+};
+
 /// A link came up: (link_up_atom, link_id, peer address).
 using link_up_atom = caf::atom_constant<caf::atom("link_up")>;
 /// A frame arrived: (inbound_atom, link_id, wire::message).
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
+/// Several frames that arrived in one wake-up of a transport, in order:
+/// (inbound_batch_atom, std::vector<inbound_item>).
+using inbound_batch_atom = caf::atom_constant<caf::atom("inbatch")>;
 /// A link went down: (link_down_atom, link_id, error).
 using link_down_atom = caf::atom_constant<caf::atom("link_down")>;
 /// Expire requests whose deadline passed: (sweep_atom).
@@ -47,4 +57,5 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;
 }  // namespace sluice
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::wire::message)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<sluice::inbound_item>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::error)

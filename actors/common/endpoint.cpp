@@ -244,7 +244,7 @@ void endpoint::send_envelope(transport::link_id link, wire::envelope env, shared
 }
 
 result<void> endpoint::send_frame(transport::link_id link, wire::outbound_frame frame) {
-  if (scheduled_ == nullptr || scheduled_->mailbox().empty()) return net_.send(link, std::move(frame));
+  if (!in_batch_ && (scheduled_ == nullptr || scheduled_->mailbox().empty())) return net_.send(link, std::move(frame));
   auto held = net_.send_held(link, std::move(frame));
   if (!held) return std::move(held).error();
   if (!*held) return {};

@@ -136,6 +136,11 @@ class endpoint {
   void reply_error(const request_context& ctx, const error& err);
   /// Writes the frames held while the actor was busy (on flush_atom).
   void flush();
+  /// While a batch of inbound frames is handled (inbound_batch_atom), the
+  /// frames sent are held as when the mailbox is not empty: the replies to
+  /// a batch go out together.
+  void begin_batch() noexcept { in_batch_ = true; }
+  void end_batch() noexcept { in_batch_ = false; }
   /// Every request and notification sent from now on carries `stamp()`
   /// as its envelope's `after` (an owner names its own commits so far).
   void set_stamp(std::function<std::uint64_t()> stamp) { stamp_ = std::move(stamp); }
@@ -196,6 +201,7 @@ class endpoint {
   std::uint64_t next_request_id_ = 1;
   std::set<transport::link_id> held_links_;
   bool flush_queued_ = false;
+  bool in_batch_ = false;
   std::function<std::uint64_t()> stamp_;
 };
 

@@ -811,6 +811,14 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
           on_request(self, link, std::move(*request));
         }
       },
+      [self](inbound_batch_atom, std::vector<inbound_item>& batch) {
+        auto& ep = *self->state.ep;
+        ep.begin_batch();
+        for (auto& item : batch) {
+          if (auto request = ep.inbound(item.link, std::move(item.msg))) on_request(self, item.link, std::move(*request));
+        }
+        ep.end_batch();
+      },
       [self](link_down_atom, transport::link_id link, const error& reason) {
         auto& st = self->state;
         st.ep->link_down(link, reason);

@@ -27,6 +27,8 @@ void tcp_transport::run() {
     for (int i = 0; i < ready && !stopping_.load(std::memory_order_acquire); ++i) {
       dispatch(events[i].data.u64, events[i].events);
     }
+    // Every frame this wake-up read goes to the sink's actor as one batch.
+    sink_.end_of_frames();
     expire_connects();
   }
 }
@@ -292,7 +294,7 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
   c.payload_slot.reset();
   c.at = part::header;
   c.filled = 0;
-  auto accepted = sink_.on_frame(c.id, std::move(frame));
+  auto accepted = sink_.on_frame_held(c.id, std::move(frame));
   if (!accepted) return accepted.error();
   return std::nullopt;
 }
