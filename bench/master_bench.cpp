@@ -3,20 +3,24 @@
 //
 //   master_bench --sluice-bin PATH [--redis-memory HOST:PORT]
 //                [--redis-durable HOST:PORT] [--seconds N] [--depth N]
-//                [--objects N] [--server-cpu N]
+//                [--batch N] [--report-depth N] [--objects N] [--server-cpu N]
 //
 // Throughput. The bench starts `sluice master` itself (pinned to
 // --server-cpu with taskset when given) and speaks the wire protocol to it
 // as an owner would: it registers, then keeps --depth puts in flight, each
 // a `place` and then a `commit` of a 4 KiB value's metadata, for --seconds;
-// then --depth `locate`s of keys it committed. Against Redis it pipelines
-// the same depth of SET (one 24-byte record per key: what the master
-// stores) and GET. Two configurations, each against its like:
+// then, holding every key slot as an owner that commits puts itself does,
+// --report-depth `owner_commits` reports of --batch puts each; then
+// --depth `locate`s of keys it committed. Against Redis it pipelines the
+// same depth of SET (one 24-byte record per key: what the master stores),
+// MSETs of --batch keys, and GET. Two configurations, each against its like:
 //   durable: the master with a data directory (fsync on every group
 //            commit) against Redis with appendonly yes, appendfsync always;
 //   memory:  the master without one against Redis without persistence.
-// A "metadata op" is one request answered: a put is two (place, commit),
-// a locate one.
+// A "metadata op" is a put the master committed or a locate answered:
+// master_meta_ops_per_s is over owner-committed puts (the path of plain
+// puts) and locates; master_place_meta_ops_per_s counts a put through
+// place and commit as two ops.
 //
 // Recovery. It writes --objects objects' records into a fresh master.db,
 // starts `sluice master --data-dir` on it and measures the time from the
@@ -44,6 +48,7 @@
 #include <vector>
 
 #include "actors/master/persistence.hpp"
+#include "runtime/keys.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/sqlite_store.hpp"
 #include "runtime/wire/codec.hpp"
@@ -157,6 +162,15 @@ class wire_owner {
     }
   }
 
+  /// A reply already read, if any (never waits).
+  std::optional<wire::message> ready_reply() {
+    while (auto m = parse()) {
+      if (m->env.reply_to != 0) return m;
+      if (m->env.request_id != 0) send_reply(m->env.request_id, wire::ok_reply{});
+    }
+    return std::nullopt;
+  }
+
   /// Waits for the reply to `id`, dropping others.
   wire::message await(std::uint64_t id) {
     flush();
@@ -247,19 +261,101 @@ rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& commit
   while (!inflight.empty()) {
     auto m = w.next_reply(request_deadline);
     if (!m) die("the master stopped answering");
-    auto it = inflight.find(m->env.reply_to);
-    if (it == inflight.end()) continue;  // a heartbeat's answer
-    auto p = it->second;
-    inflight.erase(it);
     bool more = bench_clock::now() < until;
-    if (auto* placed = std::get_if<wire::place_reply>(&m->env.body)) {
-      inflight.emplace(w.request(wire::commit{bench_key(p.n), placed->version, value_size}), pending{p.n, true});
-    } else if (std::holds_alternative<wire::commit_reply>(m->env.body)) {
-      ++done;
-      if (more) start_put();
-    } else {
-      ++errors;
-      if (more) start_put();
+    // Every reply already read, then one write of the requests they free.
+    for (; m; m = w.ready_reply()) {
+      auto it = inflight.find(m->env.reply_to);
+      if (it == inflight.end()) continue;  // a heartbeat's answer
+      auto p = it->second;
+      inflight.erase(it);
+      if (auto* placed = std::get_if<wire::place_reply>(&m->env.body)) {
+        inflight.emplace(w.request(wire::commit{bench_key(p.n), placed->version, value_size}), pending{p.n, true});
+      } else if (std::holds_alternative<wire::commit_reply>(m->env.body)) {
+        ++done;
+        if (more) start_put();
+      } else {
+        ++errors;
+        if (more) start_put();
+      }
+    }
+    if (auto now = bench_clock::now(); now >= next_heartbeat) {
+      (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
+      next_heartbeat = now + heartbeat_every;
+    }
+    w.flush();
+  }
+  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  committed = next;
+  return {static_cast<double>(done) / took, errors};
+}
+
+/// Keeps `depth` reports of `batch` owner-committed puts each in flight for
+/// `seconds`: what a plain put costs the master once an owner holds its
+/// key's slot — the owner commits it itself and reports it with others
+/// (owner_commits). The bench claims every slot first, as an owner does
+/// after its first put in each, and asks for a fresh block of versions
+/// whenever the one it has runs low, as owners do.
+rate master_owner_commits(wire_owner& w, int depth, int batch, double seconds, std::uint64_t& committed) {
+  wire::claim all;
+  for (std::uint16_t slot = 0; slot < sluice::key_slots; ++slot) all.slots.push_back(slot);
+  all.versions = true;
+  auto granted = w.await(w.request(std::move(all)));
+  auto* block = std::get_if<wire::claim_reply>(&granted.env.body);
+  if (block == nullptr || block->granted.size() != sluice::key_slots) die("the master did not hand out every slot");
+  std::uint64_t version = block->block_first, version_end = block->block_first + block->block_count;
+  std::uint64_t next_version_block = 0, more_versions = 0;  // a claim in flight, and the block it brings
+  std::uint64_t claim_id = 0;
+
+  std::unordered_map<std::uint64_t, std::uint64_t> inflight;  // request id -> entries
+  std::uint64_t next = committed, seq = 1, done = 0, errors = 0;
+  auto start = [&]() -> bool {
+    if (version_end - version < static_cast<std::uint64_t>(batch)) {
+      if (more_versions == 0) return false;  // wait for the claim's reply
+      version = next_version_block;
+      version_end = next_version_block + more_versions;
+      more_versions = 0;
+    }
+    if (claim_id == 0 && more_versions == 0 && version_end - version < 4ULL * depth * batch) {
+      claim_id = w.request(wire::claim{{}, true});
+    }
+    wire::owner_commits report{seq, {}};
+    report.entries.reserve(static_cast<std::size_t>(batch));
+    for (int i = 0; i < batch; ++i) report.entries.push_back({bench_key(next++), version++, value_size});
+    seq += static_cast<std::uint64_t>(batch);
+    inflight.emplace(w.request(std::move(report)), batch);
+    return true;
+  };
+  int stalled = 0;
+  for (int i = 0; i < depth; ++i) stalled += start() ? 0 : 1;
+  w.flush();
+  auto t0 = bench_clock::now();
+  auto until = t0 + std::chrono::duration<double>(seconds);
+  auto next_heartbeat = t0 + heartbeat_every;
+  while (!inflight.empty() || claim_id != 0) {
+    auto m = w.next_reply(request_deadline);
+    if (!m) die("the master stopped answering");
+    bool more = bench_clock::now() < until;
+    for (; m; m = w.ready_reply()) {
+      if (m->env.reply_to == claim_id) {
+        claim_id = 0;
+        auto* b = std::get_if<wire::claim_reply>(&m->env.body);
+        if (b == nullptr || b->block_count == 0) die("the master gave no versions");
+        next_version_block = b->block_first;
+        more_versions = b->block_count;
+        for (; stalled > 0 && more && start(); --stalled) {}
+        continue;
+      }
+      auto it = inflight.find(m->env.reply_to);
+      if (it == inflight.end()) continue;  // a heartbeat's answer
+      auto entries = it->second;
+      inflight.erase(it);
+      auto* r = std::get_if<wire::owner_commits_reply>(&m->env.body);
+      if (r != nullptr && r->refused.empty()) {
+        done += entries;
+      } else {
+        errors += entries;
+      }
+      if (more && !start()) ++stalled;
     }
     if (auto now = bench_clock::now(); now >= next_heartbeat) {
       (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
@@ -286,13 +382,16 @@ rate master_locates(wire_owner& w, int depth, double seconds, std::uint64_t comm
   while (!inflight.empty()) {
     auto m = w.next_reply(request_deadline);
     if (!m) die("the master stopped answering");
-    if (inflight.erase(m->env.reply_to) == 0) continue;
-    if (std::holds_alternative<wire::locate_reply>(m->env.body)) {
-      ++done;
-    } else {
-      ++errors;
+    bool more = bench_clock::now() < until;
+    for (; m; m = w.ready_reply()) {
+      if (inflight.erase(m->env.reply_to) == 0) continue;
+      if (std::holds_alternative<wire::locate_reply>(m->env.body)) {
+        ++done;
+      } else {
+        ++errors;
+      }
+      if (more) start();
     }
-    if (bench_clock::now() < until) start();
     if (auto now = bench_clock::now(); now >= next_heartbeat) {
       (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
       next_heartbeat = now + heartbeat_every;
@@ -311,7 +410,20 @@ class redis {
 
   void set(const std::string& key, std::string_view value) { command({"SET", key, value}); }
   void get(const std::string& key) { command({"GET", key}); }
+  void mset(const std::vector<std::string>& pairs) {
+    std::string out = "*" + std::to_string(pairs.size() + 1) + "\r\n$4\r\nMSET\r\n";
+    for (auto& a : pairs) {
+      out += "$" + std::to_string(a.size()) + "\r\n";
+      out += a;
+      out += "\r\n";
+    }
+    s_.write(out);
+  }
   void flush() { s_.flush(); }
+
+  /// A reply already read, if any (never waits): false for an error or a
+  /// nil.
+  std::optional<bool> ready_reply() { return s_.in().empty() ? std::nullopt : parse(); }
 
   /// Reads one reply; false when it was an error or a nil.
   bool reply() {
@@ -355,16 +467,27 @@ class redis {
   stream s_;
 };
 
-/// Keeps `depth` SETs (or GETs) in flight for `seconds`.
-rate redis_ops(redis& r, bool sets, int depth, double seconds, std::uint64_t& keys) {
+enum class redis_op { set, get };
+
+/// Keeps `depth` commands in flight for `seconds`: SETs (MSETs of `batch`
+/// keys when `batch` > 1) or GETs. The rate is of keys.
+rate redis_ops(redis& r, redis_op op, int batch, int depth, double seconds, std::uint64_t& keys) {
   std::string record(record_bytes, 'r');
   sluice::rng random{7};
   std::uint64_t done = 0, errors = 0, next = keys, outstanding = 0;
   auto start = [&] {
-    if (sets) {
+    if (op == redis_op::get) {
+      r.get(bench_key(random.uniform(keys)));
+    } else if (batch == 1) {
       r.set(bench_key(next++), record);
     } else {
-      r.get(bench_key(random.uniform(keys)));
+      std::vector<std::string> pairs;
+      pairs.reserve(2 * static_cast<std::size_t>(batch));
+      for (int i = 0; i < batch; ++i) {
+        pairs.push_back(bench_key(next++));
+        pairs.push_back(record);
+      }
+      r.mset(pairs);
     }
     ++outstanding;
   };
@@ -372,15 +495,19 @@ rate redis_ops(redis& r, bool sets, int depth, double seconds, std::uint64_t& ke
   r.flush();
   auto t0 = bench_clock::now();
   auto until = t0 + std::chrono::duration<double>(seconds);
+  auto per = static_cast<std::uint64_t>(op == redis_op::get ? 1 : batch);
   while (outstanding > 0) {
-    bool ok = r.reply();
-    --outstanding;
-    ok ? ++done : ++errors;
-    if (bench_clock::now() < until) start();
+    bool more = bench_clock::now() < until;
+    // Every reply already read, then one write of the commands they free.
+    for (auto ok = std::optional<bool>{r.reply()}; ok; ok = r.ready_reply()) {
+      --outstanding;
+      *ok ? done += per : errors += per;
+      if (more) start();
+    }
     r.flush();
   }
   double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
-  if (sets) keys = next;
+  if (op == redis_op::set) keys = next;
   return {static_cast<double>(done) / took, errors};
 }
 
@@ -391,6 +518,8 @@ struct options {
   std::string redis_memory, redis_durable;
   double seconds = 2;
   int depth = 64;
+  int batch = 256;       ///< puts per owner_commits report (keys per MSET): an owner reports every 256
+  int report_depth = 4;  ///< reports (MSETs) in flight
   std::uint64_t objects = 1'000'000;
   int server_cpu = -1;
 };
@@ -460,30 +589,42 @@ int run_throughput(const options& o, bool durable) {
   w.register_as_owner();
   std::uint64_t committed = 0;
   auto puts = master_puts(w, o.depth, o.seconds, committed);
+  auto owned = master_owner_commits(w, o.report_depth, o.batch, o.seconds, committed);
   auto locates = master_locates(w, o.depth, o.seconds, committed);
-  double meta = (2 * puts.per_s + locates.per_s) / 2;  // both phases ran equally long
-  std::printf("master (%s): %.0f put-commits/s, %.0f locates/s, depth %d\n", mode, puts.per_s, locates.per_s, o.depth);
+  // Every phase ran equally long. A put the owner committed is one op (one
+  // entry of a report), a place and commit two, a locate one.
+  double meta = (owned.per_s + locates.per_s) / 2;
+  double place_meta = (2 * puts.per_s + locates.per_s) / 2;
+  std::printf("master (%s): %.0f put-commits/s through place and commit, %.0f owner-committed puts/s "
+              "(reports of %d, %d in flight), %.0f locates/s, depth %d\n",
+              mode, puts.per_s, owned.per_s, o.batch, o.report_depth, locates.per_s, o.depth);
   m.proc.reset();
   if (!dir.empty()) std::filesystem::remove_all(dir);
 
-  int failed = puts.errors + locates.errors > 0 ? 1 : 0;
+  int failed = puts.errors + owned.errors + locates.errors > 0 ? 1 : 0;
   std::string suffix = durable ? "" : "_memory";
   figure(("master_put_commit_per_s" + suffix).c_str(), puts.per_s, "ops/s");
+  figure(("master_owner_commit_per_s" + suffix).c_str(), owned.per_s, "ops/s");
   figure(("master_locate_per_s" + suffix).c_str(), locates.per_s, "ops/s");
   figure(("master_meta_ops_per_s" + suffix).c_str(), meta, "ops/s");
+  figure(("master_place_meta_ops_per_s" + suffix).c_str(), place_meta, "ops/s");
 
   const auto& peer = durable ? o.redis_durable : o.redis_memory;
   if (!peer.empty()) {
     redis r{peer};
     std::uint64_t keys = 0;
-    auto sets = redis_ops(r, true, o.depth, o.seconds, keys);
-    auto gets = redis_ops(r, false, o.depth, o.seconds, keys);
-    std::printf("redis (%s): %.0f SET/s, %.0f GET/s, depth %d\n", mode, sets.per_s, gets.per_s, o.depth);
+    auto sets = redis_ops(r, redis_op::set, 1, o.depth, o.seconds, keys);
+    auto msets = redis_ops(r, redis_op::set, o.batch, o.report_depth, o.seconds, keys);
+    auto gets = redis_ops(r, redis_op::get, 1, o.depth, o.seconds, keys);
+    std::printf("redis (%s): %.0f SET/s, %.0f keys/s in MSETs of %d (%d in flight), %.0f GET/s, depth %d\n", mode,
+                sets.per_s, msets.per_s, o.batch, o.report_depth, gets.per_s, o.depth);
     figure(("redis_set_per_s" + suffix).c_str(), sets.per_s, "ops/s");
+    figure(("redis_mset_keys_per_s" + suffix).c_str(), msets.per_s, "ops/s");
     figure(("redis_get_per_s" + suffix).c_str(), gets.per_s, "ops/s");
     figure(("ratio_master_put_commit_vs_redis_set" + suffix).c_str(), puts.per_s / sets.per_s, "ratio");
+    figure(("ratio_master_owner_commit_vs_redis_mset" + suffix).c_str(), owned.per_s / msets.per_s, "ratio");
     figure(("ratio_master_locate_vs_redis_get" + suffix).c_str(), locates.per_s / gets.per_s, "ratio");
-    if (sets.errors + gets.errors > 0) failed = 1;
+    if (sets.errors + msets.errors + gets.errors > 0) failed = 1;
   }
   if (failed) std::fprintf(stderr, "master_bench: %s: some requests failed\n", mode);
   return failed;
@@ -551,7 +692,8 @@ int run_recovery(const options& o) {
 int usage() {
   std::fprintf(stderr,
                "usage: master_bench --sluice-bin PATH [--redis-memory HOST:PORT] [--redis-durable HOST:PORT]\n"
-               "                    [--seconds N] [--depth N] [--objects N] [--server-cpu N]\n");
+               "                    [--seconds N] [--depth N] [--batch N] [--report-depth N] [--objects N]\n"
+               "                    [--server-cpu N]\n");
   return 2;
 }
 
@@ -572,6 +714,10 @@ int main(int argc, char** argv) {
         o.redis_durable = value;
       } else if (flag == "--seconds") {
         o.seconds = std::stod(value);
+      } else if (flag == "--batch") {
+        o.batch = std::stoi(value);
+      } else if (flag == "--report-depth") {
+        o.report_depth = std::stoi(value);
       } else if (flag == "--depth") {
         o.depth = std::stoi(value);
       } else if (flag == "--objects") {
@@ -585,7 +731,9 @@ int main(int argc, char** argv) {
       return usage();
     }
   }
-  if (o.sluice_bin.empty() || o.depth < 1 || o.seconds <= 0 || o.objects < 1) return usage();
+  if (o.sluice_bin.empty() || o.depth < 1 || o.batch < 1 || o.report_depth < 1 || o.seconds <= 0 || o.objects < 1) {
+    return usage();
+  }
   int failed = 0;
   failed |= run_throughput(o, true);
   failed |= run_throughput(o, false);

@@ -20,7 +20,7 @@ packages=(
   libsqlite3-dev
   libibverbs-dev librdmacm-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  libxxhash-dev libdlpack-dev
+  libxxhash-dev libdlpack-dev libabsl-dev
   iproute2 procps
   nftables
 )

@@ -49,7 +49,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, expires_ms, {}});
+  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, expires_ms, {}});
   if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
     if (obj->second.version > version) {
@@ -75,7 +75,7 @@ commit_outcome directory::commit_owned(const std::string& key, std::uint64_t ver
                                        node_id holder) {
   commit_outcome out;
   out.version = version;
-  auto [obj, inserted] = objects_.try_emplace(key, object_entry{version, size, holder, 0, {}});
+  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, 0, {}});
   if (!inserted) {
     auto& old = obj->second;
     if (old.version == version) return out;  // applied already
@@ -144,7 +144,7 @@ std::vector<wire::key_version> directory::held_in_range(node_id holder, std::str
 }
 
 bool directory::add_replica(const std::string& key, std::uint64_t version, node_id holder) {
-  auto it = objects_.find(key);
+  auto it = find_node(key);
   if (it == objects_.end() || it->second.version != version || it->second.held_by(holder)) return false;
   it->second.replicas.push_back(holder);
   count_copy(key, holder, it->second.size, true);
@@ -152,7 +152,7 @@ bool directory::add_replica(const std::string& key, std::uint64_t version, node_
 }
 
 evicted_copy directory::evict(const std::string& key, std::uint64_t version, node_id holder) {
-  auto it = objects_.find(key);
+  auto it = find_node(key);
   if (it == objects_.end() || it->second.version != version || !it->second.held_by(holder)) {
     return evicted_copy::refused;
   }
@@ -251,7 +251,7 @@ const object_entry* directory::find(const std::string& key) const {
 }
 
 const object_entry* directory::find_any(const std::string& key) const {
-  auto it = objects_.find(key);
+  auto it = find_node(key);
   return it == objects_.end() ? nullptr : &it->second;
 }
 
@@ -265,17 +265,17 @@ std::vector<std::pair<std::string, std::uint64_t>> directory::expired(std::size_
   std::vector<std::pair<std::string, std::uint64_t>> out;
   for (auto& [at, key] : expiring_) {
     if (at > now_ms_ || out.size() == max) break;
-    out.emplace_back(key, objects_.find(key)->second.version);
+    out.emplace_back(key, find_node(key)->second.version);
   }
   return out;
 }
 
 std::optional<object_entry> directory::remove(const std::string& key) {
-  auto it = objects_.find(key);
+  auto it = find_node(key);
   if (it == objects_.end()) return std::nullopt;
   auto entry = it->second;
   set_expiry(key, entry.expires_ms, 0);
-  objects_.erase(it);
+  erase_node(it);
   if (pending_per_key_.contains(key)) {
     auto& at = removed_at_[key];
     at = std::max(at, entry.version);
@@ -290,7 +290,7 @@ void directory::restore(std::string key, object_entry entry) {
   for (auto r : entry.replicas) count_copy(key, r, entry.size, true);
   next_version_ = std::max(next_version_, entry.version + 1);
   set_expiry(key, 0, entry.expires_ms);
-  auto [it, inserted] = objects_.insert_or_assign(std::move(key), entry);
+  auto [it, inserted] = add_node(key, entry);
   SLUICE_ASSERT(inserted);
 }
 
@@ -314,6 +314,29 @@ std::vector<std::string> directory::remove_holder(node_id holder, std::vector<st
 directory::holder_usage directory::usage_of(node_id holder) const {
   auto it = usage_.find(holder);
   return it == usage_.end() ? holder_usage{} : it->second;
+}
+
+directory::object_map::iterator directory::find_node(std::string_view key) {
+  auto it = index_.find(key);
+  return it == index_.end() ? objects_.end() : *it;
+}
+
+directory::object_map::const_iterator directory::find_node(std::string_view key) const {
+  auto it = index_.find(key);
+  return it == index_.end() ? objects_.cend() : object_map::const_iterator{*it};
+}
+
+std::pair<directory::object_map::iterator, bool> directory::add_node(const std::string& key,
+                                                                     const object_entry& entry) {
+  if (auto it = index_.find(std::string_view{key}); it != index_.end()) return {*it, false};
+  auto node = objects_.emplace(key, entry).first;
+  index_.insert(node);
+  return {node, true};
+}
+
+void directory::erase_node(object_map::iterator it) {
+  index_.erase(std::string_view{it->first});
+  objects_.erase(it);
 }
 
 }  // namespace sluice::master

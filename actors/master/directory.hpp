@@ -23,6 +23,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/container/flat_hash_set.h>
+#include <absl/hash/hash.h>
+
 #include "actors/common/endpoint.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/node_id.hpp"
@@ -184,8 +187,32 @@ class directory {
   holder_usage usage_of(node_id holder) const;
 
  private:
-  // Ordered, so that keys list by prefix.
-  std::map<std::string, object_entry, std::less<>> objects_;
+  // Ordered, so that keys list by prefix; found through index_, a hash
+  // set of its nodes (a lookup costs a probe and the node, not a walk
+  // down the tree). The two change together, in find_node, add_node and
+  // erase_node only.
+  using object_map = std::map<std::string, object_entry, std::less<>>;
+  object_map objects_;
+  struct node_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view key) const { return absl::Hash<std::string_view>{}(key); }
+    std::size_t operator()(object_map::iterator it) const { return (*this)(std::string_view{it->first}); }
+  };
+  struct node_eq {
+    using is_transparent = void;
+    static std::string_view key(std::string_view k) { return k; }
+    static std::string_view key(object_map::iterator it) { return it->first; }
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const {
+      return key(a) == key(b);
+    }
+  };
+  absl::flat_hash_set<object_map::iterator, node_hash, node_eq> index_;
+  object_map::iterator find_node(std::string_view key);
+  object_map::const_iterator find_node(std::string_view key) const;
+  /// Like objects_.try_emplace.
+  std::pair<object_map::iterator, bool> add_node(const std::string& key, const object_entry& entry);
+  void erase_node(object_map::iterator it);
   std::map<std::uint64_t, pending_entry> pending_;  // by version
   void forget_pending(std::map<std::uint64_t, pending_entry>::iterator it);
 

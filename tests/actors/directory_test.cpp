@@ -6,6 +6,10 @@
 #include "actors/master/directory.hpp"
 #include "actors/master/membership.hpp"
 #include "actors/master/placement.hpp"
+#include "runtime/rng.hpp"
+
+#include <map>
+#include <string>
 
 namespace {
 
@@ -263,4 +267,37 @@ TEST_CASE("directory: replicas register on the current version, go stale with it
   CHECK(d.find("k") == nullptr);
   CHECK(d.usage_of(a).objects == 0);
   CHECK(d.usage_of(b).objects == 0);
+}
+
+TEST_CASE("directory: lookups agree with the ordered listing through many adds and removes") {
+  directory d;
+  std::map<std::string, std::uint64_t> model;
+  sluice::rng random{11};
+  std::uint64_t version = 1;
+  for (int step = 0; step < 20000; ++step) {
+    auto key = "k/" + std::to_string(random.uniform(3000));
+    switch (random.uniform(3)) {
+      case 0:
+      case 1: {
+        auto v = version++;
+        d.commit_owned(key, v, 8, a);
+        model[key] = v;
+        break;
+      }
+      default:
+        CHECK(d.remove(key).has_value() == (model.erase(key) > 0));
+    }
+  }
+  for (int i = 0; i < 3000; ++i) {
+    auto key = "k/" + std::to_string(i);
+    auto* e = d.find(key);
+    auto it = model.find(key);
+    REQUIRE((e != nullptr) == (it != model.end()));
+    if (e != nullptr) CHECK(e->version == it->second);
+  }
+  auto listed = d.list("k/", "", 5000);
+  REQUIRE(listed.keys.size() == model.size());
+  auto it = model.begin();
+  for (auto& k : listed.keys) CHECK(k.key == (it++)->first);
+  CHECK(d.count("k/") == model.size());
 }
