@@ -88,6 +88,32 @@ void answer_error(self_ptr self, const request_context& ctx, error err);
 /// obsolete is durable.
 void tell_drop(self_ptr self, const master::stale_version& s);
 
+// --- membership (master.cpp) ---
+
+/// Runs `then` once the lease `holder` may still hold has surely run out:
+/// a lease starts before the heartbeat that renewed it reached us.
+void after_lease(self_ptr self, node_id holder, std::function<void()> then);
+
+// --- the object lifecycle (master_objects.cpp) ---
+
+/// A key left the directory: its pins go with it.
+void key_gone(self_ptr self, const std::string& key);
+/// The master took `key` out on its own (not at a client's request).
+void forgotten(self_ptr self, const std::string& key);
+void on_place(self_ptr self, const request_context& ctx, const wire::place& p);
+void on_commit(self_ptr self, const request_context& ctx, const wire::commit& c);
+/// `settled`: the key's slot was settled for the requester already.
+void on_locate(self_ptr self, const request_context& ctx, const wire::locate& l, bool settled = false);
+void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key& r);
+void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e);
+/// Takes out `key` at `version`, whose TTL ran out.
+void expire_key(self_ptr self, const std::string& key, std::uint64_t version);
+/// The pins of `keys` changed: journals them.
+void pins_changed(self_ptr self, const std::vector<std::string>& keys);
+void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p, bool settled = false);
+void on_inventory(self_ptr self, const request_context& ctx, const wire::inventory& inv);
+void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_replica& r);
+
 // --- slots handed to owners (master_homes.cpp) ---
 
 /// Runs `then` once no owner but `requester` holds commits of keys in
