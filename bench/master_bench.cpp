@@ -42,7 +42,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -239,6 +241,7 @@ std::string bench_key(std::uint64_t n) { return "bench/" + std::to_string(n); }
 struct rate {
   double per_s = 0;
   std::uint64_t errors = 0;
+  std::uint64_t done = 0;
 };
 
 /// Keeps `depth` puts (place, then commit) in flight for `seconds`.
@@ -286,7 +289,7 @@ rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& commit
   }
   double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
   committed = next;
-  return {static_cast<double>(done) / took, errors};
+  return {static_cast<double>(done) / took, errors, done};
 }
 
 /// Keeps `depth` reports of `batch` owner-committed puts each in flight for
@@ -365,7 +368,7 @@ rate master_owner_commits(wire_owner& w, int depth, int batch, double seconds, s
   }
   double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
   committed = next;
-  return {static_cast<double>(done) / took, errors};
+  return {static_cast<double>(done) / took, errors, done};
 }
 
 /// Keeps `depth` locates of committed keys in flight for `seconds`.
@@ -399,7 +402,7 @@ rate master_locates(wire_owner& w, int depth, double seconds, std::uint64_t comm
     w.flush();
   }
   double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
-  return {static_cast<double>(done) / took, errors};
+  return {static_cast<double>(done) / took, errors, done};
 }
 
 // --- Redis, pipelined --------------------------------------------------------
@@ -508,7 +511,7 @@ rate redis_ops(redis& r, redis_op op, int batch, int depth, double seconds, std:
   }
   double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
   if (op == redis_op::set) keys = next;
-  return {static_cast<double>(done) / took, errors};
+  return {static_cast<double>(done) / took, errors, done};
 }
 
 // --- masters as processes ----------------------------------------------------
@@ -559,6 +562,24 @@ running_master start_master(const options& o, const std::string& data_dir) {
   return m;
 }
 
+/// CPU time a process (all its threads) used so far, user and system, in
+/// seconds.
+double cpu_seconds(int pid) {
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string text{std::istreambuf_iterator<char>{stat}, {}};
+  // Fields after the command name (in parentheses, which may hold spaces):
+  // state is field 3, utime 14 and stime 15.
+  auto close = text.rfind(')');
+  if (close == std::string::npos) die("no stat for pid " + std::to_string(pid));
+  std::istringstream fields{text.substr(close + 2)};
+  std::string field;
+  double ticks = 0;
+  for (int n = 3; n <= 15 && fields >> field; ++n) {
+    if (n >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 /// Resident memory of a process, in bytes.
 std::uint64_t rss_bytes(int pid) {
   std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
@@ -588,9 +609,20 @@ int run_throughput(const options& o, bool durable) {
   wire_owner w{m.address};
   w.register_as_owner();
   std::uint64_t committed = 0;
+  // The master's CPU time in each phase: its ops per CPU-second are what
+  // one core of it does, whether or not the bench kept it busy.
+  auto pid = m.proc->pid();
+  auto cpu0 = cpu_seconds(pid);
   auto puts = master_puts(w, o.depth, o.seconds, committed);
+  auto cpu1 = cpu_seconds(pid);
   auto owned = master_owner_commits(w, o.report_depth, o.batch, o.seconds, committed);
+  auto cpu2 = cpu_seconds(pid);
   auto locates = master_locates(w, o.depth, o.seconds, committed);
+  auto cpu3 = cpu_seconds(pid);
+  auto per_cpu = [](std::uint64_t ops, double cpu) { return cpu > 0 ? static_cast<double>(ops) / cpu : 0.0; };
+  double owned_cpu = per_cpu(owned.done, cpu2 - cpu1), locate_cpu = per_cpu(locates.done, cpu3 - cpu2);
+  double meta_cpu = per_cpu(owned.done + locates.done, cpu3 - cpu1);
+  double place_cpu = per_cpu(2 * puts.done, cpu1 - cpu0);
   // Every phase ran equally long. A put the owner committed is one op (one
   // entry of a report), a place and commit two, a locate one.
   double meta = (owned.per_s + locates.per_s) / 2;
@@ -598,6 +630,9 @@ int run_throughput(const options& o, bool durable) {
   std::printf("master (%s): %.0f put-commits/s through place and commit, %.0f owner-committed puts/s "
               "(reports of %d, %d in flight), %.0f locates/s, depth %d\n",
               mode, puts.per_s, owned.per_s, o.batch, o.report_depth, locates.per_s, o.depth);
+  std::printf("master (%s) per CPU-second of the master: %.0f metadata ops (%.0f owner-committed puts, "
+              "%.0f locates), %.0f place or commit requests\n",
+              mode, meta_cpu, owned_cpu, locate_cpu, place_cpu);
   m.proc.reset();
   if (!dir.empty()) std::filesystem::remove_all(dir);
 
@@ -608,6 +643,10 @@ int run_throughput(const options& o, bool durable) {
   figure(("master_locate_per_s" + suffix).c_str(), locates.per_s, "ops/s");
   figure(("master_meta_ops_per_s" + suffix).c_str(), meta, "ops/s");
   figure(("master_place_meta_ops_per_s" + suffix).c_str(), place_meta, "ops/s");
+  figure(("master_meta_ops_per_cpu_s" + suffix).c_str(), meta_cpu, "ops/s");
+  figure(("master_owner_commit_per_cpu_s" + suffix).c_str(), owned_cpu, "ops/s");
+  figure(("master_locate_per_cpu_s" + suffix).c_str(), locate_cpu, "ops/s");
+  figure(("master_place_commit_requests_per_cpu_s" + suffix).c_str(), place_cpu, "ops/s");
 
   const auto& peer = durable ? o.redis_durable : o.redis_memory;
   if (!peer.empty()) {
@@ -682,7 +721,7 @@ int run_recovery(const options& o) {
   std::printf("recovery: %llu objects written in %.2f s; master serving %.2f s after its start; "
               "%.0f bytes of resident memory per object (%.1f MiB over an empty master)\n",
               static_cast<unsigned long long>(o.objects), fill_s, serving_s, per_object,
-              static_cast<double>(rss - empty_rss) / (1 << 20));
+              (static_cast<double>(rss) - static_cast<double>(empty_rss)) / (1 << 20));
   if (o.objects == 1'000'000) figure("master_recovery_1m_s", serving_s, "s");
   figure("master_recovery_s", serving_s, "s");
   figure("master_bytes_per_object", per_object, "bytes");
