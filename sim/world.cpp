@@ -197,7 +197,7 @@ void world::start(int index) {
       });
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
-                                             identity_rng_.next(), fast, routes}));
+                                             identity_rng_.next(), fast, routes, nullptr}));
       break;
     }
     case node_kind::client: {
