@@ -67,14 +67,16 @@ std::string peer_name(self_ptr self, node_id id) {
 }
 
 /// The rdma path to `peer` failed: demote it (saying so once) and drop
-/// its pair, so the next try sets a fresh one up.
-void rdma_failed(self_ptr self, node_id peer, const error& why) {
+/// its pair — when it is still `pair` (0: whichever is ready), not one set
+/// up since — so the next try sets a fresh one up.
+void rdma_failed(self_ptr self, node_id peer, const error& why, std::uint64_t pair = 0) {
   auto& st = self->state;
   if (st.links.failed(peer.value, path_kind::rdma, st.ep->now(), why.to_string())) {
     st.ep->log()->info("path to {} over rdma is down: {}", peer_name(self, peer), why.to_string());
   }
   auto it = st.rdma.out.find(peer);
   if (it == st.rdma.out.end() || !it->second.waiters.empty()) return;
+  if (pair != 0 && it->second.pair != pair) return;
   st.rdma.path->close_pair(it->second.pair);
   st.rdma.out.erase(it);
 }
@@ -157,7 +159,7 @@ void finish(self_ptr self, const job_ptr& j, result<void> outcome) {
   if (outcome) {
     rdma_worked(self, j->from.owner, j->size);
   } else {
-    rdma_failed(self, j->from.owner, outcome.error());
+    rdma_failed(self, j->from.owner, outcome.error(), j->pair);
   }
   auto done = std::move(j->done);
   done(std::move(outcome), j->in_flight > 0);
