@@ -8,10 +8,12 @@
 // completion as a message from the rdma path's poller thread. Nothing
 // here waits on the device.
 //
-// Any failure but not_found (a failed completion, a pair in the error
+// Any failure of the path (a failed completion, a pair in the error
 // state, a holder without rdma, a lease that does not add up) demotes the
 // rdma path to that owner in the link manager; the caller falls back to
-// the next path. The path is tried again on the owner's tick after its
+// the next path. A holder that declines to lease one value (not held, not
+// in registered memory, too many leases) demotes nothing: that value alone
+// goes over the next path. The path is tried again on the owner's tick after its
 // backoff, with a fresh queue pair.
 
 #include <caf/stateful_actor.hpp>
@@ -148,6 +150,11 @@ result<void> check_lease(const wire::rdma_lease& l, std::uint64_t size, const st
   return fail(errc::protocol, "the holder's lease lies outside the segments it registered");
 }
 
+/// Answers to a lease request that say nothing about the rdma path.
+bool holder_declined(errc code) {
+  return code == errc::not_found || code == errc::invalid_argument || code == errc::overloaded;
+}
+
 void finish(self_ptr self, const job_ptr& j, result<void> outcome) {
   if (j->over) return;
   j->over = true;
@@ -242,7 +249,10 @@ void rdma_fetch(self_ptr self, const wire::replica& from, const std::string& key
                  [self, from, size, into, deadline, done](result<wire::message> reply) {
                    auto& st = self->state;
                    auto lease = reply_body<wire::rdma_lease>(reply);
-                   if (!lease && lease.code() == errc::not_found) return done(lease.error(), false);
+                   // The holder answered that this value cannot be leased
+                   // (gone, or not in its registered memory, or too many
+                   // leases): no fault of the path, which stays as it is.
+                   if (!lease && holder_declined(lease.code())) return done(lease.error(), false);
                    auto pair = st.rdma.out.find(from.owner);
                    result<void> ok = lease ? result<void>{} : result<void>{lease.error()};
                    if (ok && (pair == st.rdma.out.end() || !pair->second.ready)) {
@@ -338,7 +348,10 @@ void serve_rdma_lease(self_ptr self, const request_context& ctx, const wire::fet
       if (s.segment == where->segment) seg = s;
     }
   }
-  if (!seg) return st.ep->reply_error(ctx, error{errc::unavailable, "the value does not lie in registered memory"});
+  if (!seg) {
+    return st.ep->reply_error(
+        ctx, error{errc::invalid_argument, "the value does not lie in registered memory here; read it over tcp"});
+  }
   if (rs.leases.size() >= leases_max) {
     return st.ep->reply_error(ctx, error{errc::overloaded, "too many rdma leases held; read over tcp"});
   }

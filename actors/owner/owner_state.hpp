@@ -238,7 +238,9 @@ bool rdma_wanted(self_ptr self, const wire::replica& from, const shared_bytes& i
 /// with one-sided reads: sets a queue pair up over the tcp link when there
 /// is none, asks the holder for a lease on the bytes, posts the reads
 /// (pieces of [owner] transfer_chunk, transfer_window in flight) and
-/// releases the lease. Errors other than not_found demote the rdma path;
+/// releases the lease. Failures of the path demote it (a holder that
+/// declines to lease the value — not_found, invalid_argument, overloaded —
+/// does not);
 /// `done` says whether reads may still land in `into` (then the caller
 /// must not reuse it).
 void rdma_fetch(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
