@@ -1,6 +1,7 @@
 #include "sim/runner.hpp"
 
 #include <chrono>
+#include <tuple>
 #include <optional>
 
 #include <fmt/format.h>
@@ -144,6 +145,10 @@ run_report run_seed(const run_options& options) {
   cfg.master_forgets = options.master_forgets;
   cfg.owner_capacity = options.owner_capacity;
   cfg.rpc_relay_misroutes = options.rpc_relay_misroutes;
+  cfg.rdma = options.rdma;
+  // With faults, one read in fifty fails: enough that every run demotes
+  // rdma paths and falls back to tcp many times.
+  if (options.faults != fault_level::none) cfg.rdma_fail_pm = 20;
   if (options.faults == fault_level::swarm) {
     // Swarm: each seed also draws the cluster's shape.
     cfg.owners = 1 + static_cast<int>(shape.uniform(8));
@@ -192,6 +197,7 @@ run_report run_seed(const run_options& options) {
   report.steps = w.steps();
   report.operations = work.operations();
   report.rpc_calls = rpc ? rpc->calls() : 0;
+  std::tie(report.rdma_reads, report.rdma_reads_failed) = w.rdma_reads();
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());
   report.events = w.events().events();
@@ -203,7 +209,7 @@ run_report run_seed(const run_options& options) {
 std::string replay_command(const run_options& o) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration).count();
   std::string duration = ms % 1000 == 0 ? fmt::format("{}s", ms / 1000) : fmt::format("{}ms", ms);
-  auto rpc = o.rpc ? " --rpc" : "";
+  auto rpc = std::string{o.rpc ? " --rpc" : ""} + (o.rdma ? " --rdma" : "");
   // Swarm draws the cluster's shape from the seed: no shape flags then.
   if (o.faults == fault_level::swarm) {
     return fmt::format("sluice sim --seed {} --duration {} --faults swarm{}", o.seed, duration, rpc);

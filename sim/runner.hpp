@@ -36,6 +36,9 @@ struct run_options {
   bool rpc = false;
   /// A broken owner relay for tests of the RPC checks (world_config).
   bool rpc_relay_misroutes = false;
+  /// Owners read each other's pools over the simulated rdma path, whose
+  /// reads fail now and then when the run has faults (world_config).
+  bool rdma = false;
 };
 
 struct run_report {
@@ -50,6 +53,8 @@ struct run_report {
   std::uint64_t steps = 0;
   std::uint64_t operations = 0;
   std::uint64_t rpc_calls = 0;  ///< with run_options::rpc
+  std::uint64_t rdma_reads = 0;         ///< with run_options::rdma: completed
+  std::uint64_t rdma_reads_failed = 0;  ///< and failed (faults, crashed holders)
   checker::counts counts;
   double simulated_s = 0;
   double real_s = 0;

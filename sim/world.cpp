@@ -12,6 +12,8 @@
 
 #include "actors/client/client.hpp"
 #include "actors/common/actor_sink.hpp"
+#include "actors/owner/pool_store.hpp"
+#include "sim/sim_rdma.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "actors/owner/rpc_relay.hpp"
@@ -69,6 +71,7 @@ struct world::node {
   std::unique_ptr<caf::actor_system> system;
   caf::scheduler::test_coordinator* sched = nullptr;
   caf::actor actor;
+  std::unique_ptr<transport::rdma_path> rdma;  // owners, with world_config::rdma
 };
 
 world::world(world_config config)
@@ -82,6 +85,7 @@ world::world(world_config config)
   network_ = std::make_unique<network>(net_rng_, config_.faults, trace_);
   network_->set_clock([this] { return now_; });
   faults_ = std::make_unique<sim_fault_sites>(fault_rng_.fork(7), config_.faults.buggify);
+  if (config_.rdma) rdma_ = std::make_unique<rdma_fabric>(fault_rng_.fork(8), config_.rdma_fail_pm);
   auto add = [this](node_kind kind, std::string name) {
     auto n = std::make_unique<node>();
     n->kind = kind;
@@ -128,6 +132,24 @@ node_id world::id_of(int node) const { return nodes_.at(static_cast<std::size_t>
 rpc_served_slot& world::served_slot(int node) { return *nodes_.at(static_cast<std::size_t>(node))->served; }
 const std::string& world::name_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->name; }
 
+std::pair<std::uint64_t, std::uint64_t> world::rdma_reads() const noexcept {
+  if (!rdma_) return {0, 0};
+  return {rdma_->reads_ok(), rdma_->reads_failed()};
+}
+
+std::shared_ptr<object_store> world::pool_for(node& n, int index, std::uint64_t capacity_bytes) {
+  pool_options options;
+  options.name = "sluice-sim-" + n.name;
+  options.pool_bytes = capacity_bytes;
+  options.segment_bytes = std::min<std::uint64_t>(capacity_bytes, 64ULL << 20);
+  auto pool = pool_store::create(options);
+  SLUICE_ASSERT(pool.ok());
+  std::vector<std::span<std::byte>> segments;
+  for (auto& s : (*pool)->segments()) segments.emplace_back(const_cast<std::byte*>(s.base), s.size_bytes);
+  n.rdma = rdma_->attach(index, n.incarnation, std::move(segments), n.sink.get());
+  return std::shared_ptr<object_store>{std::move(*pool)};
+}
+
 void world::start(int index) {
   auto& n = *nodes_.at(static_cast<std::size_t>(index));
   n.incarnation += 1;
@@ -173,7 +195,8 @@ void world::start(int index) {
     case node_kind::owner: {
       me.node_role = role::owner;
       auto store = config_.make_store ? config_.make_store(cfg.owner.capacity_bytes)
-                                      : std::make_shared<memory_store>(cfg.owner.capacity_bytes);
+                   : rdma_              ? pool_for(n, index, cfg.owner.capacity_bytes)
+                                        : std::make_shared<memory_store>(cfg.owner.capacity_bytes);
       auto fast = std::make_shared<fast_index>();
       network_->set_fast_path(index, [this, fast, store, self, index](
                                          transport::link_id link,
@@ -197,7 +220,7 @@ void world::start(int index) {
       });
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
-                                             identity_rng_.next(), fast, routes}));
+                                             identity_rng_.next(), fast, routes, n.rdma.get()}));
       break;
     }
     case node_kind::client: {
@@ -234,6 +257,8 @@ void world::crash(int index) {
   caf::anon_send_exit(n.actor, caf::exit_reason::kill);
   n.sched->run();
   n.actor = nullptr;
+  if (rdma_) rdma_->detach(index);
+  n.rdma.reset();
   n.sink.reset();
   n.system.reset();
   n.system_config.reset();

@@ -28,6 +28,8 @@
 
 namespace sluice::sim {
 
+class rdma_fabric;
+
 /// Makes the object store of an owner incarnation (tests swap in broken
 /// stores to prove the checker catches them).
 using store_factory = std::function<std::shared_ptr<object_store>(std::uint64_t capacity_bytes)>;
@@ -55,6 +57,11 @@ struct world_config {
   /// The owner each client talks to, by client index; empty: drawn at
   /// random (tests that stage a scenario pin them).
   std::vector<int> client_owners;
+  /// Owners keep their values in pools and read each other's over the
+  /// simulated rdma path (sim_rdma.hpp); each read fails with
+  /// rdma_fail_pm per mille.
+  bool rdma = false;
+  std::uint32_t rdma_fail_pm = 0;
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;
@@ -110,6 +117,8 @@ class world {
   rng& workload_rng() noexcept { return workload_rng_; }
   rng& fault_rng() noexcept { return fault_rng_; }
   trace& events() noexcept { return trace_; }
+  /// Reads over the simulated rdma path that completed, and that failed.
+  std::pair<std::uint64_t, std::uint64_t> rdma_reads() const noexcept;
   const world_config& config() const noexcept { return config_; }
   std::uint64_t steps() const noexcept { return steps_; }
 
@@ -117,6 +126,8 @@ class world {
   struct node;
   void start(int index);
   node_config config_for(node_kind kind) const;
+  /// A pool for owner `n` (node `index`), registered with the rdma fabric.
+  std::shared_ptr<object_store> pool_for(node& n, int index, std::uint64_t capacity_bytes);
   bool run_one_job();
   std::optional<sim_time> next_due() const;
   void advance_to(sim_time t);
@@ -129,6 +140,7 @@ class world {
   rng identity_rng_;
   trace trace_;
   std::unique_ptr<network> network_;
+  std::unique_ptr<rdma_fabric> rdma_;  // null: owners have no rdma path
   std::unique_ptr<sim_fault_sites> faults_;
   std::vector<std::unique_ptr<node>> nodes_;
   std::multimap<std::pair<sim_time, std::uint64_t>, std::function<void()>> timers_;

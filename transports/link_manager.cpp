@@ -107,6 +107,10 @@ bool link_manager::failed(std::uint64_t peer, path_kind kind, time_point now, st
   return demoted;
 }
 
+void link_manager::carried(std::uint64_t peer, path_kind kind, std::uint64_t bytes, time_point now) {
+  touch(peer, now).paths[index_of(kind)].bytes += bytes;
+}
+
 std::vector<std::pair<std::uint64_t, path_kind>> link_manager::due_retries(time_point now) {
   std::vector<std::pair<std::uint64_t, path_kind>> due;
   for (auto& [peer, p] : peers_) {
@@ -142,7 +146,7 @@ std::vector<peer_report> link_manager::report(time_point now) const {
     for (auto kind : policy_.order) {
       if (!usable(kind)) continue;
       auto& path = p.paths[index_of(kind)];
-      path_report pr{kind, path.health, path.failures, std::chrono::microseconds{0}, path.last_error};
+      path_report pr{kind, path.health, path.failures, std::chrono::microseconds{0}, path.last_error, path.bytes};
       if (path.health == path_health::down && path.retry_at > now) {
         pr.retry_in = std::chrono::duration_cast<std::chrono::microseconds>(path.retry_at - now);
       }

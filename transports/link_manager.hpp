@@ -61,6 +61,7 @@ struct path_report {
   std::uint32_t failures = 0;  ///< failures in a row
   std::chrono::microseconds retry_in{0};  ///< down: until the next retry is due
   std::string last_error;
+  std::uint64_t bytes = 0;  ///< payload bytes the path carried (carried())
 };
 
 struct peer_report {
@@ -96,6 +97,9 @@ class link_manager {
   /// already (a demotion worth a log line).
   bool failed(std::uint64_t peer, path_kind kind, time_point now, std::string why);
 
+  /// Counts `bytes` of payload the path to `peer` carried (for reports).
+  void carried(std::uint64_t peer, path_kind kind, std::uint64_t bytes, time_point now);
+
   /// The down paths whose retry is due, each handed out once per backoff
   /// (a retry that never reports back comes round again): the caller
   /// tries each and reports succeeded() or failed().
@@ -119,6 +123,7 @@ class link_manager {
     std::uint32_t failures = 0;
     time_point retry_at{};
     std::string last_error;
+    std::uint64_t bytes = 0;
   };
   struct peer_state {
     std::string name;

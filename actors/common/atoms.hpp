@@ -50,6 +50,9 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;
 using commits_atom = caf::atom_constant<caf::atom("commits")>;
 /// Send the owner's unsent commits now: (report_atom).
 using report_atom = caf::atom_constant<caf::atom("report")>;
+/// An RDMA read the owner posted completed: (rdma_atom, work id, ok,
+/// error text); the reads of one transfer are overdue: (rdma_atom, job id).
+using rdma_atom = caf::atom_constant<caf::atom("rdma")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

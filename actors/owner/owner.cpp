@@ -147,6 +147,7 @@ void on_tick(self_ptr self) {
   auto& st = self->state;
   if (!st.registered) return;  // registration restarts the ticks
   retry_paths(self);
+  rdma_tick(self);
   rpc_tick(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
                     st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self)};
@@ -179,10 +180,10 @@ void init_links(self_ptr self, const links_section& cfg) {
   policy.retry_initial = cfg.retry;
   policy.retry_max = cfg.retry_max;
   st.links = transport::link_manager{policy};
-  // Between owners shared memory never applies, and the owner does not
-  // move values over rdma (transports/rdma only sets devices up).
+  // Between owners shared memory never applies; rdma only where the node
+  // has a path (a device, or the software provider it was told to use).
   st.links.set_available(transport::path_kind::shm, false);
-  st.links.set_available(transport::path_kind::rdma, false);
+  st.links.set_available(transport::path_kind::rdma, st.rdma.path != nullptr);
   st.ep->set_forwarder([self](transport::link_id from, wire::message msg) { relay_frame(self, from, std::move(msg)); });
 }
 
@@ -452,6 +453,8 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
           },
           [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
+          [&](wire::rdma_connect& c) { serve_rdma_connect(self, ctx, c); },
+          [&](wire::rdma_release& r) { serve_rdma_release(self, ctx, r); },
           [&](auto& other) {
             st.ep->reply_error(ctx, error{errc::invalid_argument,
                                           "an owner does not serve " +
@@ -492,6 +495,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.incarnation = deps.incarnation;
   st.policy = make_eviction_policy(st.cfg.eviction);
   st.index = deps.index ? std::move(deps.index) : std::make_shared<fast_index>();
+  st.rdma.path = deps.rdma;
   st.routes = deps.routes ? std::move(deps.routes) : std::make_shared<rpc_routes>();
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("owner"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },
@@ -526,6 +530,8 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
       [self](flush_atom) { self->state.ep->flush(); },
       [self](tick_atom) { on_tick(self); },
       [self](commits_atom) { commits_waiting(self); },
+      [self](rdma_atom, std::uint64_t work, bool ok, const std::string& why) { rdma_completed(self, work, ok, why); },
+      [self](rdma_atom, std::uint64_t job) { rdma_overdue(self, job); },
       [self](report_atom) {
         self->state.report_armed = false;
         send_commits(self);

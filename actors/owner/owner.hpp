@@ -15,11 +15,14 @@
 #include "actors/owner/object_store.hpp"
 #include "actors/owner/rpc_routes.hpp"
 #include "runtime/config/node_config.hpp"
+#include "transports/rdma_path.hpp"
 
 namespace sluice {
 
 using owner_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<reconnect_atom>,
-                                       caf::reacts_to<commits_atom>, caf::reacts_to<report_atom>>;
+                                       caf::reacts_to<commits_atom>, caf::reacts_to<report_atom>,
+                                       caf::reacts_to<rdma_atom, std::uint64_t, bool, std::string>,
+                                       caf::reacts_to<rdma_atom, std::uint64_t>>;
 
 struct owner_deps {
   /// identity.listen_address is where other owners reach this one.
@@ -41,6 +44,10 @@ struct owner_deps {
   /// RPC instances and calls, shared with the shm poller's relay (see
   /// rpc_routes.hpp); null: a table of the actor's own.
   std::shared_ptr<rpc_routes> routes;
+  /// One-sided reads of other owners' pools (null: none; the rdma path
+  /// is never used). Its completions reach the actor as (rdma_atom, work
+  /// id, ok, error). REQUIRES: outlives the actor.
+  transport::rdma_path* rdma = nullptr;
 };
 
 owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps);

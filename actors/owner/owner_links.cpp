@@ -75,6 +75,8 @@ void path_worked(self_ptr self, const call_ptr& c, path_kind kind, result<wire::
   if (st.links.succeeded(c->to.owner.value, kind, st.ep->now())) {
     st.ep->log()->info("path to {} over {} is back", name_of(self, c->to.owner), to_string(kind));
   }
+  auto moved = c->payload.size() + (reply ? reply->payload.size() : 0);
+  if (moved > 0) st.links.carried(c->to.owner.value, kind, moved, st.ep->now());
   auto on_reply = std::move(c->on_reply);
   on_reply(std::move(reply));
 }
@@ -113,6 +115,7 @@ std::optional<std::pair<node_id, owner_entry>> pick_relay(self_ptr self, node_id
 /// owner to go through — one known, or one the master may list now that
 /// its list here is old enough to ask again.
 bool viable(self_ptr self, const call_ptr& c, path_kind kind) {
+  if (kind == path_kind::rdma || kind == path_kind::shm) return false;  // carry no requests
   if (kind != path_kind::relay) return true;
   auto& st = self->state;
   return st.ep->now() - st.owners_asked >= owners_ask_interval || pick_relay(self, c->to.owner).has_value();
@@ -163,8 +166,10 @@ void attempt(self_ptr self, const call_ptr& c) {
     }
     case path_kind::relay: return via_relay(self, c, until);
     case path_kind::rdma:
+      // rdma carries the bytes of reads (owner_rdma.cpp), not requests:
+      // they go on over the next path.
     case path_kind::shm:
-      // Never planned: the owner marks them unavailable (see owner.cpp).
+      // Never planned: the owner marks it unavailable (see owner.cpp).
       return attempt(self, c);
   }
 }
@@ -235,6 +240,10 @@ void retry_paths(self_ptr self) {
       st.links.forget(peer);  // an owner no longer listed: nothing to retry
       continue;
     }
+    if (kind == path_kind::rdma) {
+      rdma_retry(self, wire::replica{node_id{peer}, it->second.address});
+      continue;
+    }
     // A ping over just that path; its outcome updates the path.
     auto c = std::make_shared<peer_call>();
     c->to = wire::replica{node_id{peer}, it->second.address};
@@ -262,7 +271,7 @@ std::vector<wire::link_state> link_report(self_ptr self) {
     for (auto& p : peer.paths) {
       l.paths.push_back(wire::path_state{std::string{to_string(p.kind)}, std::string{to_string(p.health)},
                                          p.failures, static_cast<std::uint64_t>(p.retry_in.count()),
-                                         p.last_error});
+                                         p.last_error, p.bytes});
     }
     out.push_back(std::move(l));
   }

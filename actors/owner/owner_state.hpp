@@ -15,6 +15,7 @@
 
 #include "actors/owner/eviction.hpp"
 #include "actors/owner/owner.hpp"
+#include "actors/owner/owner_rdma.hpp"
 #include "transports/link_manager.hpp"
 #include "actors/owner/rpc_routes.hpp"
 
@@ -114,6 +115,9 @@ struct owner_state {
   /// Reservations of local clients, by id; dropped with their link.
   std::map<std::uint64_t, reservation> reservations;
   std::uint64_t next_reservation = 1;
+
+  // --- rdma (owner_rdma.cpp) ---
+  rdma_state rdma;
 
   // --- commits of the fast path (owner_commits.cpp) ---
   /// A report_atom is on its way: the reports go out then.
@@ -223,6 +227,37 @@ void fetch_value(self_ptr self, const wire::replica& from, const std::string& ke
 /// the reply's payload is those bytes where they lie.
 void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f);
 void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fetch_range& f);
+
+// --- rdma (owner_rdma.cpp) ---
+
+/// Whether a read of a value from `from` into `into` (a region of this
+/// owner's pool) should go over rdma now: a path exists, the link manager
+/// puts rdma first for that owner, and `into` lies in a registered segment.
+bool rdma_wanted(self_ptr self, const wire::replica& from, const shared_bytes& into);
+/// Reads `version` of `key`, `into.size()` bytes, from `from` into `into`
+/// with one-sided reads: sets a queue pair up over the tcp link when there
+/// is none, asks the holder for a lease on the bytes, posts the reads
+/// (pieces of [owner] transfer_chunk, transfer_window in flight) and
+/// releases the lease. Failures of the path demote it (a holder that
+/// declines to lease the value — not_found, invalid_argument, overloaded —
+/// does not);
+/// `done` says whether reads may still land in `into` (then the caller
+/// must not reuse it).
+void rdma_fetch(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
+                shared_bytes into, clock_time deadline, std::function<void(result<void>, bool into_busy)> done);
+/// The holder's side: a reader sets a queue pair up / asks for a lease /
+/// releases one.
+void serve_rdma_connect(self_ptr self, const request_context& ctx, const wire::rdma_connect& c);
+void serve_rdma_lease(self_ptr self, const request_context& ctx, const wire::fetch_range& f);
+void serve_rdma_release(self_ptr self, const request_context& ctx, const wire::rdma_release& r);
+/// A posted read completed (rdma_atom, work, ok, error).
+void rdma_completed(self_ptr self, std::uint64_t work, bool ok, const std::string& why);
+/// A job's reads are overdue (rdma_atom, job).
+void rdma_overdue(self_ptr self, std::uint64_t job);
+/// Frees leases whose time ran out.
+void rdma_tick(self_ptr self);
+/// Tries the rdma path to `to` again: a fresh queue pair.
+void rdma_retry(self_ptr self, const wire::replica& to);
 
 // --- replicas (owner_replicas.cpp) ---
 

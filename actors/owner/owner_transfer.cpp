@@ -3,7 +3,9 @@
 // owner in pieces (fetch_range), several in flight at once, each received
 // straight into its place in a region of the reader's pool; the holder
 // sends them from where they lie in its own pool. So a remote value is
-// copied once per hop, by the kernel, and never staged.
+// copied once per hop, by the kernel, and never staged. Where the rdma
+// path to the holder is up, the reader reads the holder's pool with
+// one-sided reads instead (owner_rdma.cpp) and falls back to the pieces.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -107,7 +109,21 @@ void fetch_value(self_ptr self, const wire::replica& from, const std::string& ke
   std::tie(t->into, t->reserved) = std::move(*room);
   t->deadline = deadline;
   t->done = std::move(done);
-  pump(self, t);
+  if (!rdma_wanted(self, from, t->into)) return pump(self, t);
+  // One-sided reads first; should they fail, the pieces come over the
+  // next path (the link manager demoted rdma meanwhile).
+  rdma_fetch(self, from, key, version, t->into, deadline, [self, t](result<void> ok, bool into_busy) {
+    if (t->over) return;
+    if (ok) return end(t, fetched_value{t->into, t->reserved});
+    if (ok.code() == errc::not_found) return end(t, ok.error());
+    if (into_busy) {
+      // Reads may still land in the old room: the pieces go to new room.
+      auto room = room_for(self, t->size);
+      if (!room) return end(t, room.error());
+      std::tie(t->into, t->reserved) = std::move(*room);
+    }
+    pump(self, t);
+  });
 }
 
 void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f) {
@@ -123,6 +139,7 @@ void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f
 }
 
 void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fetch_range& f) {
+  if (f.rdma) return serve_rdma_lease(self, ctx, f);
   auto& st = self->state;
   auto bytes = st.store->get(f.key, f.version);
   if (!bytes) {

@@ -28,6 +28,7 @@ struct sim_flags {
   bool verbose = false;
   bool trace = false;
   bool rpc = false;  // the RPC workload too
+  bool rdma = false;  // owners read each other over the simulated rdma path
 };
 
 struct seed_range {
@@ -51,6 +52,9 @@ result<seed_range> parse_seeds(const sim_flags& f) {
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
   auto rpc = r.rpc_calls == 0 ? std::string{} : fmt::format(", {} rpc calls", r.rpc_calls);
+  if (r.rdma_reads + r.rdma_reads_failed > 0) {
+    rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);
+  }
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
                      "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted){}, "
                      "trace {:016x}",
@@ -69,6 +73,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.faults = level;
   o.keep_trace = f.trace;
   o.rpc = f.rpc;
+  o.rdma = f.rdma;
   if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
   return o;
 }
@@ -177,6 +182,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
   cmd->add_flag("--rpc", f->rpc, "Clients also serve names and call each other, every call judged");
+  cmd->add_flag("--rdma", f->rdma, "Owners read each other's values over the simulated rdma path, with its own faults");
   cmd->add_flag("--verbose", f->verbose, "Show the nodes' logs");
   cmd->add_flag("--trace", f->trace, "Print every trace event (single seed)");
   cmd->callback([f, &exit_code] { exit_code = run_sim(*f); });

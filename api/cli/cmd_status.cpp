@@ -38,7 +38,8 @@ nlohmann::json links_json(const member_info& m) {
                        {"health", p.health},
                        {"failures", p.failures},
                        {"retry_in_us", p.retry_in.count()},
-                       {"last_error", p.last_error}});
+                       {"last_error", p.last_error},
+                       {"bytes", p.bytes}});
     }
     links.push_back(
         {{"peer", l.peer_id}, {"peer_name", l.peer_name}, {"active", l.active}, {"via", l.via_id}, {"paths", paths}});
@@ -80,6 +81,7 @@ std::string name_of(const cluster_status& s, const std::string& id) {
 /// "tcp down (2 in a row, retry in 1.5s: timeout: ...)", "relay up".
 std::string describe_path(const path_info& p) {
   std::string out = p.kind + " " + p.health;
+  if (p.bytes > 0) out += " [" + format_size(p.bytes) + "]";
   if (p.health != "down") return out;
   out += " (" + std::to_string(p.failures) + " in a row";
   if (p.retry_in.count() > 0) {

@@ -141,7 +141,7 @@ result<cluster_status> to_status(result<wire::message>& reply) {
       link_info link{l.peer.to_string(), l.peer_name, l.active, l.via.value == 0 ? "" : l.via.to_string(), {}};
       for (auto& p : l.paths) {
         link.paths.push_back(path_info{p.kind, p.health, p.failures, std::chrono::microseconds{p.retry_in_us},
-                                       p.last_error});
+                                       p.last_error, p.bytes});
       }
       info.links.push_back(std::move(link));
     }

@@ -19,6 +19,7 @@
 #include "runtime/units.hpp"
 #include "actors/owner/pool_store.hpp"
 #include "transports/rdma/rdma.hpp"
+#include "transports/rdma/rdma_provider.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_server.hpp"
 #include "transports/tcp/tcp_address.hpp"
@@ -51,22 +52,19 @@ result<std::unique_ptr<durable_store>> open_master_store(const master_section& c
   return std::unique_ptr<durable_store>{std::move(*store)};
 }
 
-/// Says once, as an owner starts, whether this host could use RDMA and
-/// what owners move values over.
-void report_rdma() {
+/// The provider the configuration asks for, or why there is none (said
+/// once in the log by the caller).
+result<std::unique_ptr<transport::rdma::provider>> rdma_provider(const rdma_section& cfg) {
+  if (cfg.device == "off") return fail(errc::unavailable, "rdma is off ([rdma] device = \"off\")");
+  if (cfg.device == "soft") {
+    transport::rdma::soft_options options;
+    options.fail_read = cfg.soft_fail_read;
+    options.read_delay = cfg.soft_read_delay;
+    return transport::rdma::make_soft_provider(options);
+  }
   auto found = transport::rdma::probe();
-  auto log = get_logger("rdma");
-  if (!found.usable()) {
-    log->info("{}; owners move values between hosts over tcp", found.why_not);
-    return;
-  }
-  for (auto& d : found.devices) {
-    if (!d.port_active) continue;
-    log->info("device {} has port {} active; owners still move values over tcp (the owner does not use rdma "
-              "yet, see docs/rdma.md)",
-              d.name, d.port);
-    return;
-  }
+  if (!found.usable()) return fail(errc::unavailable, found.why_not);
+  return transport::rdma::open_verbs_provider();
 }
 
 }  // namespace
@@ -117,7 +115,11 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   auto store = pool_store::create(options);
   if (!store) return store.error();
   transport::shm_server_options shm;
-  for (auto& s : (*store)->segments()) shm.segments.push_back({s.fd, s.size_bytes, s.base});
+  for (auto& s : (*store)->segments()) {
+    shm.segments.push_back({s.fd, s.size_bytes, s.base});
+    // Mapped writable: the rdma path reads peers' values into it.
+    pool_segments_.emplace_back(const_cast<std::byte*>(s.base), s.size_bytes);
+  }
   // The fast path shares the store with the owner actor (it is thread-safe).
   // The owner actor's clock is the steady clock: the fast path checks the
   // lease against the same one.
@@ -146,6 +148,43 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
     return fail(bound.code(), "cannot open the shm socket " + shm_address_ + ": " + bound.error().message());
   }
   return values;
+}
+
+transport::rdma_path* node_host::open_rdma(const node_config& cfg) {
+  auto log = get_logger("rdma");
+  constexpr const char* over_tcp = "owners move values between hosts over tcp";
+  auto provider = rdma_provider(cfg.rdma);
+  if (!provider) {
+    log->info("{}; {}", provider.error().message(), over_tcp);
+    return nullptr;
+  }
+  if (pool_segments_.empty()) {
+    log->info("this owner has no shared-memory pool to register ([owner] shm = \"off\"); {}", over_tcp);
+    return nullptr;
+  }
+  auto soft = (*provider)->name() == "soft";
+  auto engine = std::make_unique<transport::rdma::rdma_engine>(
+      std::move(*provider), [sink = sink_.get()](transport::rdma_completion c) {
+        sink->post(caf::make_message(rdma_atom::value, c.work_id, c.ok, std::move(c.error)));
+      });
+  std::uint64_t registered = 0;
+  for (std::uint32_t i = 0; i < pool_segments_.size(); ++i) {
+    if (auto ok = engine->add_segment(i, pool_segments_[i]); !ok) {
+      log->info("{}: registering the pool failed: {}; {}", engine->describe(), ok.error().message(), over_tcp);
+      return nullptr;
+    }
+    registered += pool_segments_[i].size();
+  }
+  if (soft) {
+    log->info("{} ([rdma] device = \"soft\", a testing aid): owners on this host move values over it ({} pool "
+              "segments, {} registered)",
+              engine->describe(), pool_segments_.size(), format_size(registered));
+  } else {
+    log->info("{}: owners move values between hosts over rdma ({} pool segments, {} registered)", engine->describe(),
+              pool_segments_.size(), format_size(registered));
+  }
+  rdma_ = std::move(engine);
+  return rdma_.get();
 }
 
 result<void> node_host::listen(const node_config& cfg, role r, const placement& where) {
@@ -213,7 +252,6 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   auto& h = **host;
   if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
-  report_rdma();
   owner_deps deps;
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
@@ -225,6 +263,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   auto store = h.open_pool(cfg);
   if (!store) return store.error();
   deps.store = std::move(*store);
+  deps.rdma = h.open_rdma(cfg);
   deps.incarnation = entropy_seed();
   deps.index = h.index_;
   deps.routes = h.routes_;
@@ -266,12 +305,14 @@ node_host::~node_host() {
   }
   // No transport event may reach the sink once it is gone: stop I/O first.
   if (net_) net_->shutdown();
+  if (rdma_) rdma_->stop();
   actor_ = nullptr;
   sink_.reset();
   // Waits for the role actor to finish its last messages.
   system_.reset();
   system_config_.reset();
   net_.reset();
+  rdma_.reset();
 }
 
 }  // namespace sluice

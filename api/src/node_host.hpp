@@ -21,6 +21,7 @@
 #include "runtime/storage/durable_store.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/network.hpp"
+#include "transports/rdma/rdma_engine.hpp"
 
 namespace sluice::transport {
 class shm_client;
@@ -80,6 +81,9 @@ class node_host {
   result<void> listen(const node_config& cfg, role r, const placement& where);
   void make_system(std::uint32_t threads);
   result<std::shared_ptr<object_store>> open_pool(const node_config& cfg);
+  /// The owner's rdma path, when its configuration and the machine allow
+  /// one (says which, once, in the log); null otherwise.
+  transport::rdma_path* open_rdma(const node_config& cfg);
 
   node_id id_;
   std::string address_;
@@ -98,6 +102,11 @@ class node_host {
   std::unique_ptr<caf::actor_system_config> system_config_;
   std::unique_ptr<caf::actor_system> system_;
   caf::actor actor_;
+  /// Owners: the pool's segments (mapped while the store lives), and the
+  /// rdma path over them (null: none). The path outlives the actor system
+  /// (the owner actor uses it) but its poller stops before the sink goes.
+  std::vector<std::span<std::byte>> pool_segments_;
+  std::unique_ptr<transport::rdma::rdma_engine> rdma_;
 };
 
 }  // namespace sluice

@@ -246,6 +246,28 @@ result<std::vector<std::string>> read_path_order(const toml::node& value, const 
   return out;
 }
 
+result<std::string> read_rdma_device(const toml::node& value, const key_ref& key) {
+  auto name = read_string(value, key);
+  if (!name) return name;
+  if (*name == "auto" || *name == "off" || *name == "soft") return name;
+  return invalid(key, fmt::format("unknown device '{}'; accepted: auto, off, soft", *name));
+}
+
+/// A duration that may be zero ("0ms").
+result<microseconds> read_delay(const toml::node& value, const key_ref& key) {
+  const auto* s = value.as_string();
+  if (s == nullptr) return must_be(key, "a duration (a string with a unit us, ms, s, m or h, such as \"5ms\")", value);
+  auto parsed = parse_duration(s->get());
+  if (!parsed) return invalid(key, parsed.error().message());
+  return *parsed;
+}
+
+result<std::uint64_t> read_count(const toml::node& value, const key_ref& key) {
+  auto n = read_integer(value, key, 0, std::numeric_limits<std::int64_t>::max());
+  if (!n) return std::move(n).error();
+  return static_cast<std::uint64_t>(*n);
+}
+
 // Readers with the bounds of one key, so the schema below stays one line a key.
 result<std::uint64_t> read_nonzero_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, 1);
@@ -339,6 +361,11 @@ constexpr key_spec links_keys[] = {
     {"retry", store<&node_config::links, &links_section::retry, read_duration>},
     {"retry_max", store<&node_config::links, &links_section::retry_max, read_duration>},
 };
+constexpr key_spec rdma_keys[] = {
+    {"device", store<&node_config::rdma, &rdma_section::device, read_rdma_device>},
+    {"soft_fail_read", store<&node_config::rdma, &rdma_section::soft_fail_read, read_count>},
+    {"soft_read_delay", store<&node_config::rdma, &rdma_section::soft_read_delay, read_delay>},
+};
 constexpr key_spec client_keys[] = {
     {"request_timeout",
      store<&node_config::client, &client_section::request_timeout, read_duration>},
@@ -351,7 +378,7 @@ constexpr key_spec log_keys[] = {
 constexpr section_spec sections[] = {
     {"node", node_keys},   {"wire", wire_keys},     {"master", master_keys},
     {"owner", owner_keys}, {"links", links_keys},   {"client", client_keys},
-    {"log", log_keys},
+    {"log", log_keys},     {"rdma", rdma_keys},
 };
 
 const section_spec* find_section(std::string_view name) {

@@ -135,6 +135,21 @@ struct links_section {
   microseconds retry_max{30'000'000};
 };
 
+/// RDMA between owners (docs/rdma.md).
+struct rdma_section {
+  /// "auto": the first RDMA device with an active port, when there is
+  /// one; "off": never; "soft": the software provider — a testing aid
+  /// that emulates one-sided reads between owners on one host, never
+  /// chosen unless named here.
+  std::string device{"auto"};
+  /// Testing aid, "soft" only: the n-th read this owner posts (counted
+  /// from 1) completes with an error and puts its queue pair in the error
+  /// state, as a failing RDMA link would; 0: none fails.
+  std::uint64_t soft_fail_read = 0;
+  /// Testing aid, "soft" only: each read completes this much later.
+  microseconds soft_read_delay{0};
+};
+
 struct client_section {
   /// Deadline used when a call does not give one.
   microseconds request_timeout{5'000'000};
@@ -153,6 +168,7 @@ struct node_config {
   master_section master;
   owner_section owner;
   links_section links;
+  rdma_section rdma;
   client_section client;
   log_section log;
 };

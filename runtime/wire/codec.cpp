@@ -33,6 +33,17 @@ replica read_replica(s::Replica::Reader r) {
   return {node_id{r.getOwner()}, from_text(r.getAddress())};
 }
 
+void set_rdma_endpoint(s::RdmaEndpoint::Builder b, const rdma_endpoint& e) {
+  b.setQpNumber(e.qp_number);
+  b.setPacketSequence(e.packet_sequence);
+  b.setLid(e.lid);
+  b.setGid(as_data(e.gid));
+}
+
+rdma_endpoint read_rdma_endpoint(s::RdmaEndpoint::Reader r) {
+  return rdma_endpoint{r.getQpNumber(), r.getPacketSequence(), r.getLid(), from_data(r.getGid())};
+}
+
 // --- encoding ---------------------------------------------------------------
 
 void write_body(s::Envelope::Body::Builder b, const body& msg) {
@@ -252,8 +263,38 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
             set_key_version(f, x.key, x.version);
             f.setOffset(x.offset);
             f.setLength(x.length);
+            f.setRdma(x.rdma);
           },
           [&](const rpc& x) { write_rpc(b.initRpc(), x); },
+          [&](const rdma_connect& x) {
+            auto c = b.initRdmaConnect();
+            c.setProvider(x.provider);
+            set_rdma_endpoint(c.initEndpoint(), x.endpoint);
+          },
+          [&](const rdma_connect_reply& x) {
+            auto c = b.initRdmaConnectReply();
+            c.setProvider(x.provider);
+            set_rdma_endpoint(c.initEndpoint(), x.endpoint);
+            auto list = c.initSegments(static_cast<unsigned>(x.segments.size()));
+            for (unsigned i = 0; i < x.segments.size(); ++i) {
+              list[i].setSegment(x.segments[i].segment);
+              list[i].setAddress(x.segments[i].address);
+              list[i].setLength(x.segments[i].length);
+              list[i].setRkey(x.segments[i].rkey);
+            }
+          },
+          [&](const rdma_lease& x) {
+            auto l = b.initRdmaLease();
+            l.setLease(x.lease);
+            l.setVersion(x.version);
+            l.setSegment(x.where.segment);
+            l.setOffset(x.where.offset);
+            l.setLength(x.where.length);
+            l.setAddress(x.address);
+            l.setRkey(x.rkey);
+            l.setLeaseUs(x.lease_us);
+          },
+          [&](const rdma_release& x) { b.setRdmaRelease(x.lease); },
       },
       msg);
 }
@@ -449,8 +490,26 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::FLUSHED: return body{flushed{b.getFlushed()}};
     case W::FETCH_RANGE: {
       auto f = b.getFetchRange();
-      return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength()}};
+      return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength(), f.getRdma()}};
     }
+    case W::RDMA_CONNECT: {
+      auto c = b.getRdmaConnect();
+      return body{rdma_connect{from_text(c.getProvider()), read_rdma_endpoint(c.getEndpoint())}};
+    }
+    case W::RDMA_CONNECT_REPLY: {
+      auto c = b.getRdmaConnectReply();
+      rdma_connect_reply out{from_text(c.getProvider()), read_rdma_endpoint(c.getEndpoint()), {}};
+      for (auto g : c.getSegments()) {
+        out.segments.push_back(rdma_segment{g.getSegment(), g.getAddress(), g.getLength(), g.getRkey()});
+      }
+      return body{std::move(out)};
+    }
+    case W::RDMA_LEASE: {
+      auto l = b.getRdmaLease();
+      return body{rdma_lease{l.getLease(), l.getVersion(), pool_region{l.getSegment(), l.getOffset(), l.getLength()},
+                             l.getAddress(), l.getRkey(), l.getLeaseUs()}};
+    }
+    case W::RDMA_RELEASE: return body{rdma_release{b.getRdmaRelease()}};
     case W::RPC: {
       auto r = read_rpc(b.getRpc());
       if (!r) return std::move(r).error();
@@ -707,7 +766,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
       "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
       "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed",
-      "fetch_range", "rpc"};
+      "fetch_range", "rpc", "rdma_connect", "rdma_connect_reply", "rdma_lease", "rdma_release"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   if (auto* r = std::get_if<rpc>(&b)) return rpc_body_name(r->body);
   return names[b.index()];

@@ -19,6 +19,7 @@ void write_links(capnp::List<s::LinkState>::Builder list, const std::vector<link
       paths[n].setFailures(l.paths[n].failures);
       paths[n].setRetryInUs(l.paths[n].retry_in_us);
       paths[n].setLastError(l.paths[n].last_error);
+      paths[n].setBytes(l.paths[n].bytes);
     }
   }
 }
@@ -29,7 +30,7 @@ std::vector<link_state> read_links(capnp::List<s::LinkState>::Reader list) {
     link_state x{node_id{l.getPeer()}, from_text(l.getPeerName()), from_text(l.getActive()), node_id{l.getVia()}, {}};
     for (auto p : l.getPaths()) {
       x.paths.push_back(path_state{from_text(p.getKind()), from_text(p.getHealth()), p.getFailures(),
-                                   p.getRetryInUs(), from_text(p.getLastError())});
+                                   p.getRetryInUs(), from_text(p.getLastError()), p.getBytes()});
     }
     out.push_back(std::move(x));
   }

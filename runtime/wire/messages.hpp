@@ -75,6 +75,7 @@ struct path_state {
   std::uint32_t failures = 0;  ///< in a row
   std::uint64_t retry_in_us = 0;  ///< down: until the next retry
   std::string last_error;
+  std::uint64_t bytes = 0;  ///< payload bytes the path carried
 };
 
 /// How an owner reaches one other owner.
@@ -267,6 +268,62 @@ struct fetch_range {
   std::uint64_t version = 0;
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
+  /// Answer with rdma_lease (where the bytes lie, for one-sided reads)
+  /// instead of the bytes.
+  bool rdma = false;
+};
+
+/// A region of an owner's pool: segment index, offset, length.
+struct pool_region {
+  std::uint32_t segment = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+
+/// One end of an RDMA queue pair.
+struct rdma_endpoint {
+  std::uint32_t qp_number = 0;
+  std::uint32_t packet_sequence = 0;
+  std::uint16_t lid = 0;
+  std::string gid;  ///< 16 bytes
+};
+
+/// A pool segment registered with the sender's RDMA device.
+struct rdma_segment {
+  std::uint32_t segment = 0;
+  std::uint64_t address = 0;
+  std::uint64_t length = 0;
+  std::uint32_t rkey = 0;
+};
+
+/// Owner → owner, over their TCP link: set up a queue pair through which
+/// the sender reads the receiver's pool. Answered with rdma_connect_reply.
+struct rdma_connect {
+  std::string provider;  ///< "verbs" or "soft": both ends must use the same
+  rdma_endpoint endpoint;
+};
+
+struct rdma_connect_reply {
+  std::string provider;
+  rdma_endpoint endpoint;
+  std::vector<rdma_segment> segments;  ///< where the reader may read
+};
+
+/// The answer to a fetch_range with rdma set: where the bytes lie in the
+/// holder's pool. The holder keeps them there until rdma_release names
+/// the lease, or lease_us passed.
+struct rdma_lease {
+  std::uint64_t lease = 0;
+  std::uint64_t version = 0;
+  pool_region where;
+  std::uint64_t address = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t lease_us = 0;
+};
+
+/// Reader → holder: done with the lease (a notification).
+struct rdma_release {
+  std::uint64_t lease = 0;
 };
 
 /// Stores the frame payload as `version` of `key` on the receiving owner,
@@ -318,13 +375,6 @@ struct kv_exists {
 
 struct kv_exists_reply {
   bool exists = false;
-};
-
-/// A region of an owner's pool: segment index, offset, length.
-struct pool_region {
-  std::uint32_t segment = 0;
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
 };
 
 /// Client → its local owner: set aside `size` bytes of the pool for a new
@@ -581,7 +631,8 @@ using body = std::variant<hello, error_reply, ok_reply,
                           count_keys, count_keys_reply, evict, evict_reply, pin, pin_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
                           inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
-                          barrier, flushed, fetch_range, rpc>;
+                          barrier, flushed, fetch_range, rpc, rdma_connect,
+                          rdma_connect_reply, rdma_lease, rdma_release>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

@@ -78,6 +78,10 @@ struct Envelope {
     flushed @62 :UInt64;             # reply to invalidate and barrier: the owner's commits through this sequence number were sent
     fetchRange @64 :FetchRange;      # answered with fetchReply, the bytes as payload
     rpc @65 :Rpc;                    # named handlers: serving, calls, the registry (docs/rpc.md)
+    rdmaConnect @66 :RdmaConnect;    # owner -> owner: set up a queue pair to read the receiver's pool over RDMA
+    rdmaConnectReply @67 :RdmaConnectReply;
+    rdmaLease @68 :RdmaLease;        # reply to fetchRange with rdma set: where the bytes lie, held until released
+    rdmaRelease @69 :UInt64;         # reader -> holder: the lease is done with
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -124,6 +128,45 @@ struct FetchRange {
   version @1 :UInt64;
   offset @2 :UInt64;
   length @3 :UInt64;
+  rdma @4 :Bool;           # answer with rdmaLease (where the bytes lie) instead of the bytes
+}
+
+# One end of an RDMA queue pair (docs/rdma.md).
+struct RdmaEndpoint {
+  qpNumber @0 :UInt32;
+  packetSequence @1 :UInt32;
+  lid @2 :UInt16;          # InfiniBand local id; 0 on RoCE
+  gid @3 :Data;            # 16 bytes
+}
+
+# A pool segment registered with the sender's RDMA device.
+struct RdmaSegment {
+  segment @0 :UInt32;      # index in the sender's pool
+  address @1 :UInt64;
+  length @2 :UInt64;
+  rkey @3 :UInt32;
+}
+
+struct RdmaConnect {
+  provider @0 :Text;       # "verbs" or "soft": both ends must use the same
+  endpoint @1 :RdmaEndpoint;
+}
+
+struct RdmaConnectReply {
+  provider @0 :Text;
+  endpoint @1 :RdmaEndpoint;
+  segments @2 :List(RdmaSegment);
+}
+
+struct RdmaLease {
+  lease @0 :UInt64;        # named by rdmaRelease
+  version @1 :UInt64;
+  segment @2 :UInt32;      # where the bytes lie in the holder's pool
+  offset @3 :UInt64;
+  length @4 :UInt64;
+  address @5 :UInt64;      # the bytes' address for one-sided reads
+  rkey @6 :UInt32;
+  leaseUs @7 :UInt64;      # the holder keeps the bytes this long at most
 }
 
 struct KeySize {
@@ -278,6 +321,7 @@ struct PathState {
   failures @2 :UInt32;     # failures in a row
   retryInUs @3 :UInt64;    # down: until the next retry
   lastError @4 :Text;
+  bytes @5 :UInt64;        # payload bytes the path carried
 }
 
 struct LinkState {

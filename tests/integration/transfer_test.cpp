@@ -139,7 +139,8 @@ TEST_CASE("transfer: an owner says once whether it can use RDMA, and its paths t
   }
   auto cli = run(sluice_bin, {"status", "--json", "--connect", cluster.master.address});
   REQUIRE(cli.exit_code == 0);
-  for (auto& m : nlohmann::json::parse(cli.out)["members"]) {
+  auto parsed = nlohmann::json::parse(cli.out);
+  for (auto& m : parsed["members"]) {
     for (auto& l : m["links"]) CHECK(l["active"] != "rdma");
   }
 

@@ -122,6 +122,21 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.links.retry_max == 30s);
   CHECK(c.client.request_timeout == 5s);
   CHECK(c.log.level == "info");
+  CHECK(c.rdma.device == "auto");  // a device if there is one; never the software provider
+  CHECK(c.rdma.soft_fail_read == 0);
+  CHECK(c.rdma.soft_read_delay == 0us);
+}
+
+TEST_CASE("config: [rdma] names a device choice and the software provider's test knobs") {
+  auto r = load_config_string("[rdma]\ndevice = \"soft\"\nsoft_fail_read = 3\nsoft_read_delay = \"20ms\"\n");
+  REQUIRE(r.ok());
+  CHECK(r->rdma.device == "soft");
+  CHECK(r->rdma.soft_fail_read == 3);
+  CHECK(r->rdma.soft_read_delay == 20ms);
+  CHECK(load_config_string("[rdma]\ndevice = \"off\"\nsoft_read_delay = \"0ms\"\n").ok());
+  auto message = failure(load_config_string("[rdma]\ndevice = \"mlx5_0\"\n"));
+  CHECK(contains(message, "unknown device 'mlx5_0'; accepted: auto, off, soft"));
+  CHECK(contains(failure(load_config_string("[rdma]\nsoft_fail_read = -1\n")), "soft_fail_read"));
 }
 
 TEST_CASE("config: a document with only comments and empty sections gives the defaults") {

@@ -116,3 +116,26 @@ TEST_CASE("links: path kinds parse and print both ways") {
 
 }  // namespace
 }  // namespace sluice::transport
+
+namespace sluice::transport {
+namespace {
+
+TEST_CASE("links: the bytes each path carried add up in the report, whatever its health") {
+  link_manager links{link_policy{}};
+  const time_point t{std::chrono::seconds{1000}};
+  links.carried(0xc, path_kind::rdma, 64 << 20, t);
+  links.failed(0xc, path_kind::rdma, t, "remote access error");
+  links.carried(0xc, path_kind::tcp, 1000, t);
+  links.carried(0xc, path_kind::tcp, 24, t);
+  auto report = links.report(t).at(0);
+  REQUIRE(report.paths.size() == 3);
+  CHECK(report.paths[0].kind == path_kind::rdma);
+  CHECK(report.paths[0].bytes == 64u << 20);
+  CHECK(report.paths[0].health == path_health::down);
+  CHECK(report.paths[1].bytes == 1024);
+  CHECK(report.paths[2].bytes == 0);
+  CHECK(report.active == path_kind::tcp);
+}
+
+}  // namespace
+}  // namespace sluice::transport

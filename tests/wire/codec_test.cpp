@@ -42,7 +42,7 @@ auto fields(const register_owner& x) {
   return std::tie(x.name, x.address, x.capacity_bytes, x.incarnation, x.evicts, x.commits_from);
 }
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
-auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error); }
+auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error, x.bytes); }
 auto fields(const link_state& x) { return std::tie(x.peer, x.peer_name, x.active, x.via, x.paths); }
 auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links); }
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
@@ -89,7 +89,15 @@ auto fields(const owner_commits& x) { return std::tie(x.first_seq, x.entries); }
 auto fields(const owner_commits_reply& x) { return std::tie(x.refused); }
 auto fields(const barrier&) { return std::tie(); }
 auto fields(const flushed& x) { return std::tie(x.seq); }
-auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length); }
+auto fields(const fetch_range& x) { return std::tie(x.key, x.version, x.offset, x.length, x.rdma); }
+auto fields(const rdma_endpoint& x) { return std::tie(x.qp_number, x.packet_sequence, x.lid, x.gid); }
+auto fields(const rdma_segment& x) { return std::tie(x.segment, x.address, x.length, x.rkey); }
+auto fields(const rdma_connect& x) { return std::tie(x.provider, x.endpoint); }
+auto fields(const rdma_connect_reply& x) { return std::tie(x.provider, x.endpoint, x.segments); }
+auto fields(const rdma_lease& x) {
+  return std::tie(x.lease, x.version, x.where.segment, x.where.offset, x.where.length, x.address, x.rkey, x.lease_us);
+}
+auto fields(const rdma_release& x) { return std::tie(x.lease); }
 auto fields(const rpc_instance& x) {
   return std::tie(x.name, x.client, x.client_name, x.owner, x.owner_address, x.max_concurrent);
 }
@@ -203,6 +211,7 @@ cluster_status_reply large_status(std::size_t members) {
 // At least one sample of every kind in `body`, with edge values.
 std::vector<body> sample_bodies() {
   const auto max = ~std::uint64_t{0};
+  const auto max32 = ~std::uint32_t{0};
   return {
       hello{role::owner, protocol_version, "owner-1", "10.0.0.1:7070"},
       hello{role::client, 0xffff, "", ""},
@@ -293,6 +302,15 @@ std::vector<body> sample_bodies() {
       flushed{max},
       fetch_range{key_with_nul, 4, 0, 0},
       fetch_range{"f", max, max, max},
+      fetch_range{"r", 7, 0, 64 << 20, true},
+      rdma_connect{"soft", {}},
+      rdma_connect{"verbs", {max32, 0x123456, 0xffff, std::string(16, '\xfe')}},
+      rdma_connect_reply{"verbs", {1, 2, 3, std::string(16, '\0')}, {}},
+      rdma_connect_reply{"soft", {}, {{0, max, max, max32}, {7, 0x7f0000000000, 1ULL << 30, 5}}},
+      rdma_lease{1, 2, pool_region{3, 4096, 64 << 20}, 0x7f0000001000, 77, 5'000'000},
+      rdma_lease{max, max, pool_region{max32, max, max}, max, max32, max},
+      rdma_release{0},
+      rdma_release{max},
       large_status(0),
       large_status(1000),
       rpc{rpc_serve{"embed", 64}},
@@ -790,5 +808,6 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(evict_reply{}) == "evict_reply");
   CHECK(body_name(pin{}) == "pin");
   CHECK(body_name(fetch_range{}) == "fetch_range");
+  CHECK(body_name(rdma_lease{}) == "rdma_lease");
   CHECK(body_name(unpin_reply{}) == "unpin_reply");
 }

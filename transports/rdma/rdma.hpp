@@ -5,9 +5,9 @@
 //
 // Detected at run time: probe() says whether this machine has a usable
 // device, and why not when it has none (no device, no active port, or a
-// build without libibverbs). Owners do not move values over RDMA yet: the
-// link manager never marks the rdma path usable, so nothing here runs on
-// the data path. docs/rdma.md says how to try it on real hardware.
+// build without libibverbs). Owners reach this layer through the verbs
+// provider (rdma_provider.hpp) and rdma_engine; docs/rdma.md says what
+// they do with it and how to try it on real hardware.
 //
 // Thread safety: a context and its queue pairs are used by one thread at
 // a time (the transport's own), except where a method says otherwise.

@@ -15,6 +15,7 @@ struct path_info {
   std::uint32_t failures = 0;  ///< failures in a row
   std::chrono::microseconds retry_in{0};  ///< down: until it is tried again
   std::string last_error;
+  std::uint64_t bytes = 0;  ///< payload bytes the path carried (values read, sent, stored)
 };
 
 /// How an owner reaches one other owner it talked to.

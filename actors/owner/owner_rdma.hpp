@@ -1,0 +1,50 @@
+// The owner's RDMA state: queue pairs to the owners it reads from, the
+// pairs others read it through, the regions it holds for their reads, and
+// the reads it has posted. Internal to actors/owner (owner_rdma.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "actors/common/endpoint.hpp"
+#include "transports/rdma_path.hpp"
+
+namespace sluice::owner_detail {
+
+struct rdma_job;
+
+/// A queue pair this owner reads another owner's pool through.
+struct rdma_out_pair {
+  std::uint64_t pair = 0;
+  bool ready = false;
+  std::vector<wire::rdma_segment> segments;  ///< the peer's: where reads may go
+  std::vector<std::function<void(result<void>)>> waiters;  ///< while it is set up
+};
+
+/// A region held for another owner's reads until it releases it.
+struct rdma_held {
+  shared_bytes bytes;
+  node_id reader;
+  clock_time until;
+};
+
+struct rdma_state {
+  /// Null: this owner has no RDMA path.
+  transport::rdma_path* path = nullptr;
+  std::map<node_id, rdma_out_pair> out;
+  /// The pair each reader reads this owner through (the latest it set up).
+  std::map<node_id, std::uint64_t> in;
+  std::map<std::uint64_t, rdma_held> leases;
+  std::uint64_t next_lease = 1;
+  /// Posted reads by work id: their job and length. An entry keeps its
+  /// job — and so the pool region the read lands in — alive until its
+  /// completion arrives, even after the job ended.
+  std::map<std::uint64_t, std::pair<std::shared_ptr<rdma_job>, std::uint64_t>> reads;
+  std::map<std::uint64_t, std::shared_ptr<rdma_job>> jobs;  ///< not over yet, by id
+  std::uint64_t next_work = 1;
+  std::uint64_t next_job = 1;
+};
+
+}  // namespace sluice::owner_detail
