@@ -139,6 +139,13 @@ result<void> rpc_endpoint::serve_async(std::string_view name, rpc_async_handler 
   return impl_->serve_name(name, std::move(h));
 }
 
+result<void> rpc_endpoint::serve_stream(std::string_view name, rpc_stream_handler handler, serve_options options) {
+  if (!handler) return fail(errc::invalid_argument, "serve_stream() needs a handler");
+  auto h = served_with(options);
+  h->stream = std::move(handler);
+  return impl_->serve_name(name, std::move(h));
+}
+
 result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_ptr<served_name> h) {
   if (auto ok = check_rpc_name(name); !ok) return ok.error();
   if (h->max_concurrent < 1 || h->max_concurrent > max_concurrent_max) {
