@@ -50,6 +50,8 @@ struct run_report {
   std::uint64_t steps = 0;
   std::uint64_t operations = 0;
   std::uint64_t rpc_calls = 0;  ///< with run_options::rpc
+  std::uint64_t rpc_streams = 0;       ///< streams opened, with run_options::rpc
+  std::uint64_t rpc_stream_items = 0;  ///< items read in them
   checker::counts counts;
   double simulated_s = 0;
   double real_s = 0;

@@ -50,7 +50,9 @@ result<seed_range> parse_seeds(const sim_flags& f) {
 
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
-  auto rpc = r.rpc_calls == 0 ? std::string{} : fmt::format(", {} rpc calls", r.rpc_calls);
+  auto rpc = r.rpc_calls == 0 ? std::string{}
+                              : fmt::format(", {} rpc calls, {} streams ({} items read)", r.rpc_calls,
+                                            r.rpc_streams, r.rpc_stream_items);
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
                      "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted){}, "
                      "trace {:016x}",
