@@ -258,3 +258,45 @@ TEST_CASE("rpc: a plain call to a stream, or a stream of a plain handler, fails 
   auto empty = caller->rpc().call_stream(rpc_target::any(), "tokens", dict_builder{});
   CHECK_FALSE(empty.next().value().has_value());
 }
+
+TEST_CASE("rpc: a client over TCP reads a stream and serves one, a cancel reaching its handler") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  std::promise<error> stopped;
+  auto stopped_future = stopped.get_future();
+  writers threads;
+  auto endless = [&](rpc_request, rpc_stream_writer w) {
+    threads.add(std::thread([w = std::move(w), &stopped]() mutable {
+      for (std::int64_t i = 0;; ++i) {
+        if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
+      }
+    }));
+  };
+  REQUIRE(server->rpc()
+              .serve_stream("count",
+                            [&](rpc_request, rpc_stream_writer w) {
+                              threads.add(std::thread([w = std::move(w)]() mutable {
+                                for (std::int64_t i = 0; i < 30; ++i) REQUIRE(w.write(item_of(i)).ok());
+                                w.finish();
+                              }));
+                            })
+              .ok());
+  sluice::client_options tcp;
+  tcp.transport = sluice::client_transport::tcp;
+  auto remote = sluice::client::connect(cluster->client_address(), tcp).value();
+  auto stream = remote->rpc().call_stream(rpc_target::any(), "count", dict_builder{}, {.timeout = 20s, .window = 3});
+  for (std::int64_t i = 0; i < 30; ++i) {
+    auto item = stream.next();
+    REQUIRE_MESSAGE(item.ok(), (item ? "" : item.error().to_string()));
+    CHECK(seq_of(**item) == i);
+  }
+  CHECK_FALSE(stream.next()->has_value());
+
+  REQUIRE(remote->rpc().serve_stream("tcp/endless", endless).ok());
+  auto back = server->rpc().call_stream(rpc_target::of(remote->rpc().id()), "tcp/endless", dict_builder{},
+                                        {.timeout = 30s, .window = 2});
+  for (std::int64_t i = 0; i < 5; ++i) CHECK(seq_of(*back.next().value()) == i);
+  back.cancel();
+  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(stopped_future.get().code() == errc::cancelled);
+}
