@@ -85,7 +85,7 @@ TEST_CASE("rpc: a stream delivers its items in order with their content, a large
   CHECK_FALSE(stream.next()->has_value());  // the end again
 }
 
-TEST_CASE("rpc: a slow consumer makes the writer wait for credit; at most the window is written ahead, nothing lost") {
+TEST_CASE("rpc: a slow consumer makes the writer wait for credit, never more than the window ahead, nothing lost") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   auto caller = shm_client(*cluster, "caller");
