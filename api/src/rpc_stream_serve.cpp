@@ -39,6 +39,9 @@ struct rpc_stream_writer::impl {
   std::condition_variable credit_changed;
   /// One past the last item the caller granted credit for.
   std::int64_t granted = 0;
+  /// The caller's window: also the most items held here unpulled, so that
+  /// a caller that pulls out of turn cannot make this side hold more.
+  std::int64_t window = 1;
   /// Items given a place in the stream (written, or being encoded).
   std::int64_t reserved = 0;
   /// finish() or fail() was called: the items before it are the stream.
@@ -64,6 +67,7 @@ struct outgoing {
   std::optional<rpc_args> item;
   std::optional<error> err;
   bool end = false;
+  bool empty_dict = false;  // a cancel's answer: an empty dict, as a call's result
 };
 
 struct pending_work {
@@ -86,6 +90,7 @@ void settle(stream_impl& s, pending_work& work) {
     if (auto item = s.items.find(seq); item != s.items.end() && !s.stopped) {
       work.answers.push_back({it->second, std::move(item->second), {}, false});
       s.items.erase(item);
+      s.credit_changed.notify_all();  // room for one more held item
     } else if (s.stopped) {
       work.answers.push_back({it->second, {}, s.stopped, false});
     } else if (s.end_at && seq >= *s.end_at) {
@@ -122,6 +127,8 @@ void carry_out(stream_impl& s, pending_work& work) {
       a.to->answer_error(*a.err);
     } else if (a.end) {
       a.to->answer_end();
+    } else if (a.empty_dict) {
+      a.to->answer(dict_builder{});
     }
   }
   work.dropped.clear();
@@ -167,7 +174,10 @@ result<void> write_item(stream_impl& s, const dict_builder& item, bool wait) {
   pending_work work;
   std::unique_lock lock{s.mutex};
   std::optional<error> refused;
-  while (!(refused = refusal(s, work)) && s.reserved >= s.granted) {
+  auto no_credit = [&s] {
+    return s.reserved >= s.granted || static_cast<std::int64_t>(s.items.size()) >= s.window;
+  };
+  while (!(refused = refusal(s, work)) && no_credit()) {
     if (!wait) {
       refused = error{errc::overloaded, "the caller of '" + s.method + "' has granted no credit for another item yet"};
       break;
@@ -248,7 +258,7 @@ void control_call(serve_state& state, const std::shared_ptr<rpc_promise::impl>& 
     stop(s, stream_clock::now() >= s.deadline ? past_deadline(s)
                                                : error{errc::cancelled, "the caller cancelled the stream '" + s.method + "'"},
          work);
-    work.answers.push_back({promise, {}, {}, true});
+    work.answers.push_back({promise, {}, {}, false, true});
   } else if (op && (*op == "watch" || *op == "pull")) {
     {
       std::lock_guard guard{state.mutex};
@@ -261,7 +271,7 @@ void control_call(serve_state& state, const std::shared_ptr<rpc_promise::impl>& 
     } else if (*op == "watch") {
       if (s.watch) work.answers.push_back({std::move(s.watch), {}, error{errc::invalid_argument, "watched twice"}});
       s.watch = promise;
-    } else if (!seq || *seq < 0 || s.pulls.size() >= rpc_stream_window_max || s.pulls.contains(*seq)) {
+    } else if (!seq || *seq < 0 || s.pulls.size() >= static_cast<std::size_t>(s.window) || s.pulls.contains(*seq)) {
       work.answers.push_back({promise, {}, error{errc::invalid_argument, "a bad pull of a stream"}, false});
     } else {
       if (*seq >= s.granted) {
@@ -323,7 +333,8 @@ void serve_state::on_stream_call(const std::shared_ptr<serve_state>& self, std::
   s->deadline = request->deadline();
   s->serving_thread = std::this_thread::get_id();
   s->request_cancelled = std::move(cancelled);
-  s->granted = window ? std::clamp<std::int64_t>(*window, 1, rpc_stream_window_max) : 1;
+  s->window = window ? std::clamp<std::int64_t>(*window, 1, rpc_stream_window_max) : 1;
+  s->granted = s->window;
   {
     std::lock_guard guard{mutex};
     s->id = next_stream++;
@@ -378,7 +389,8 @@ std::uint32_t rpc_stream_writer::credit() const noexcept {
   if (!impl_) return 0;
   std::lock_guard guard{impl_->mutex};
   if (impl_->stopped || impl_->end_at) return 0;
-  return static_cast<std::uint32_t>(std::max<std::int64_t>(0, impl_->granted - impl_->reserved));
+  auto room = impl_->window - static_cast<std::int64_t>(impl_->items.size());
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::min(impl_->granted - impl_->reserved, room)));
 }
 
 }  // namespace sluice

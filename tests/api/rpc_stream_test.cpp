@@ -300,3 +300,52 @@ TEST_CASE("rpc: a client over TCP reads a stream and serves one, a cancel reachi
   REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
   CHECK(stopped_future.get().code() == errc::cancelled);
 }
+
+TEST_CASE("rpc: a caller that pulls out of turn cannot make a handler hold more items than its window") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  auto caller = shm_client(*cluster, "caller");
+  std::atomic<std::int64_t> written{0};
+  std::promise<error> stopped;
+  auto stopped_future = stopped.get_future();
+  writers threads;
+  REQUIRE(server->rpc()
+              .serve_stream("held",
+                            [&](rpc_request, rpc_stream_writer w) {
+                              threads.add(std::thread([w = std::move(w), &written, &stopped]() mutable {
+                                for (std::int64_t i = 0;; ++i) {
+                                  if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
+                                  written = i + 1;
+                                }
+                              }));
+                            })
+              .ok());
+  // The stream's own calls (docs/wire-format.md, 6.2), made by hand.
+  dict_builder open;
+  REQUIRE(open.add_int64("sluice.window", 2).ok());
+  auto opened = caller->rpc().call(rpc_target::any(), "held", open, {.timeout = 20s});
+  REQUIRE(opened.ok());
+  auto id = opened->dict().find("sluice.stream")->as_int64().value();
+  auto to = rpc_target::of(string_field(opened->dict(), "sluice.server"));
+  auto control = [&](std::string_view op, std::int64_t seq) {
+    dict_builder d;
+    REQUIRE(d.add_int64("sluice.stream", id).ok());
+    REQUIRE(d.add_string("sluice.op", op).ok());
+    REQUIRE(d.add_int64("sluice.seq", seq).ok());
+    return caller->rpc().call_async(to, "held", d, {.timeout = 20s});
+  };
+  // Pulls far ahead grant credit up to item 11, but items 0 to 9 are
+  // never pulled: the handler holds two of them and waits.
+  auto far = control("pull", 10);
+  auto farther = control("pull", 11);
+  eventually([&] { return written.load() == 2; });
+  std::this_thread::sleep_for(200ms);
+  CHECK(written.load() == 2);
+  auto cancelled = control("cancel", 0);
+  REQUIRE(cancelled.wait_for(5s));
+  CHECK(cancelled.get().ok());
+  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(stopped_future.get().code() == errc::cancelled);
+  CHECK(far.get().code() == errc::cancelled);
+  CHECK(farther.get().code() == errc::cancelled);
+}
