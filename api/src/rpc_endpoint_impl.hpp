@@ -40,6 +40,7 @@ struct rpc_endpoint::impl {
       closing = std::move(serving->channel);
     }
     closing.reset();  // joins the serving thread; the owner drops this client's instances
+    if (serving) stop_streams(*serving, error{errc::unavailable, "the serving client is closing"});
     if (node) {
       self->host->served()->set(nullptr);
       node->stop();

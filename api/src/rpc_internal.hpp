@@ -208,5 +208,8 @@ std::string threw(const std::string& method, std::exception_ptr e);
 /// A watch or pull of `stream` was cancelled: the caller cancelled the
 /// stream, went away, or its deadline passed (rpc_stream_serve.cpp).
 void stream_call_cancelled(rpc_stream_writer::impl& stream);
+/// Stops every stream `state` serves with `why` (its link broke, or the
+/// endpoint closes): their writers' writes then fail with it.
+void stop_streams(serve_state& state, const error& why);
 
 }  // namespace sluice

@@ -18,6 +18,8 @@ constexpr std::chrono::milliseconds reserve_interval{500};
 }  // namespace
 
 void rpc_endpoint::impl::lost() {
+  // Their callers heard of it from their owners; the writers hear now.
+  if (serving) stop_streams(*serving, error{errc::unavailable, "the serving client's link to its owner broke"});
   {
     std::lock_guard guard{keeper_mutex};
     link_lost = true;

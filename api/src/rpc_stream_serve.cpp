@@ -305,6 +305,22 @@ void stream_call_cancelled(rpc_stream_writer::impl& s) {
   carry_out(s, work);
 }
 
+void stop_streams(serve_state& state, const error& why) {
+  std::vector<std::shared_ptr<stream_impl>> open;
+  {
+    std::lock_guard guard{state.mutex};
+    for (auto& [id, stream] : state.streams) open.push_back(stream);
+  }
+  for (auto& stream : open) {
+    pending_work work;
+    {
+      std::lock_guard guard{stream->mutex};
+      stop(*stream, why, work);
+    }
+    carry_out(*stream, work);
+  }
+}
+
 void serve_state::on_stream_call(const std::shared_ptr<serve_state>& self, std::shared_ptr<rpc_promise::impl> promise,
                                  wire::message& msg, const wire::rpc_call& call,
                                  std::shared_ptr<std::atomic<bool>> cancelled) {

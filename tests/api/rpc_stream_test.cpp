@@ -349,3 +349,35 @@ TEST_CASE("rpc: a caller that pulls out of turn cannot make a handler hold more 
   CHECK(far.get().code() == errc::cancelled);
   CHECK(farther.get().code() == errc::cancelled);
 }
+
+TEST_CASE("rpc: a serving client that closes mid-stream fails its waiting writer and its caller's stream with unavailable") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  auto caller = shm_client(*cluster, "caller");
+  std::atomic<std::int64_t> written{0};
+  std::promise<error> stopped;
+  auto stopped_future = stopped.get_future();
+  writers threads;
+  REQUIRE(server->rpc()
+              .serve_stream("endless",
+                            [&](rpc_request, rpc_stream_writer w) {
+                              threads.add(std::thread([w = std::move(w), &written, &stopped]() mutable {
+                                for (std::int64_t i = 0;; ++i) {
+                                  if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
+                                  written = i + 1;
+                                }
+                              }));
+                            })
+              .ok());
+  auto stream = caller->rpc().call_stream(rpc_target::any(), "endless", dict_builder{}, {.timeout = 60s, .window = 2});
+  for (std::int64_t i = 0; i < 2; ++i) CHECK(seq_of(*stream.next().value()) == i);
+  // Two read, two more written ahead: the writer now waits for credit.
+  eventually([&] { return written.load() == 4; });
+  std::this_thread::sleep_for(50ms);
+  server.reset();
+  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(stopped_future.get().code() == errc::unavailable);
+  auto last = stream.next();
+  while (last && last->has_value()) last = stream.next();
+  CHECK(last.code() == errc::unavailable);
+}

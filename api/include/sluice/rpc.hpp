@@ -15,6 +15,16 @@
 //   auto r = (*other)->rpc().call(sluice::rpc_target::any(), "embed", args);
 //   // r->dict().find("length")->as_int64() == 5
 //
+// A handler may also answer with a stream of items, read with
+// backpressure (serve_stream, call_stream; docs/rpc.md, "Streams"):
+//
+//   auto stream = (*other)->rpc().call_stream(sluice::rpc_target::any(), "generate", args);
+//   while (true) {
+//     auto item = stream.next();
+//     if (!item || !*item) break;  // an error (item.error() says why), or the end
+//     // (*item)->dict() ...
+//   }
+//
 // Arguments and results are dicts (sluice/dict.hpp). On the owner's host a
 // large one (64 KiB or more encoded) is written once into the owner's pool
 // and read there in place by the other side; across hosts it is sent once,
@@ -254,7 +264,8 @@ class rpc_args {
 /// items of a stream are written and not yet consumed, anywhere.
 ///
 /// A writer destroyed before finish() or fail() fails the stream with
-/// `handler_failed` (after the items written).
+/// `handler_failed` (after the items written). REQUIRES: the client
+/// outlives it (when the client closes, writes fail `unavailable`).
 class rpc_stream_writer {
  public:
   rpc_stream_writer(rpc_stream_writer&&) noexcept;
