@@ -5,7 +5,9 @@
 //       serves until it is killed
 //   rpc_bench call --sluice HOST:PORT [--seconds S]
 //       4 KiB echo: one call at a time (c1), then 8 in flight (c8); prints
-//       figure lines rpc_sluice_echo_4k_{c1,c8}_{p50_us,p99_us,calls_per_s,errors}
+//       figure lines rpc_sluice_echo_4k_{c1,c8}_{p50_us,p99_us,calls_per_s,errors};
+//       then reads a stream of 4 KiB items (window 16) for as long:
+//       rpc_sluice_stream_4k_{items_per_s,errors}
 //
 // Both connect through shared memory: the benchmark measures a call
 // between two processes on the owner's host. Exit status: 0 when every
@@ -28,6 +30,7 @@
 namespace {
 
 constexpr const char* method = "bench/echo";
+constexpr const char* stream_method = "bench/stream";
 
 struct options {
   std::string mode;
@@ -72,6 +75,19 @@ sluice::serve_options served_options(const options& o) {
   return s;
 }
 
+/// Writes payload_for(0), payload_for(1), ... as items until the caller
+/// stops reading (cancel, deadline), from a thread of its own.
+void stream_items(sluice::rpc_request, sluice::rpc_stream_writer w) {
+  std::thread([w = std::move(w)]() mutable {
+    for (std::uint64_t n = 0;; ++n) {
+      auto payload = rpc_load::payload_for(n);
+      sluice::dict_builder item;
+      (void)item.add_bytes("data", std::as_bytes(std::span{payload}));
+      if (!w.write(item)) return;
+    }
+  }).detach();
+}
+
 int serve(const options& o) {
   auto c = connect(o, "rpc-bench-server");
   auto served = c->rpc().serve(
@@ -87,6 +103,7 @@ int serve(const options& o) {
         return out;
       },
       served_options(o));
+  if (served) served = c->rpc().serve_stream(stream_method, stream_items, served_options(o));
   if (!served) {
     std::fprintf(stderr, "rpc_bench: serve: %s\n", served.error().to_string().c_str());
     return 1;
@@ -144,6 +161,38 @@ struct pipelined {
   }
 };
 
+/// Reads the stream's 4 KiB items for `duration` after a warm-up, each
+/// checked; prints the items per second. Returns the errors.
+std::size_t read_stream(sluice::rpc_endpoint& rpc, rpc_load::clock::duration duration) {
+  auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(duration) + std::chrono::seconds{30};
+  auto stream = rpc.call_stream(sluice::rpc_target::any(), stream_method, {}, {.timeout = timeout, .window = 16});
+  std::uint64_t n = 0;
+  std::size_t errors = 0;
+  auto read_one = [&] {
+    auto item = stream.next();
+    if (!item || !*item || !matches(std::move(**item), n)) return false;
+    ++n;
+    return true;
+  };
+  for (int i = 0; i < rpc_load::warmup_calls; ++i) {
+    if (!read_one()) return 1;
+  }
+  auto start = rpc_load::clock::now();
+  std::uint64_t first = n;
+  while (rpc_load::clock::now() - start < duration) {
+    if (!read_one()) {
+      ++errors;
+      break;
+    }
+  }
+  auto took = std::chrono::duration<double>(rpc_load::clock::now() - start).count();
+  stream.cancel();
+  rpc_load::print_figure("rpc_sluice_stream_4k_items_per_s", took > 0 ? static_cast<double>(n - first) / took : 0,
+                         "items/s");
+  rpc_load::print_figure("rpc_sluice_stream_4k_errors", static_cast<double>(errors), "count");
+  return errors;
+}
+
 int call(const options& o) {
   auto c = connect(o, "rpc-bench-caller");
   auto& rpc = c->rpc();
@@ -167,7 +216,8 @@ int call(const options& o) {
   finished.wait();
   auto c8 = p.load.result();
   rpc_load::report("rpc_sluice_echo_4k_c8", c8);
-  return c1.errors == 0 && c8.errors == 0 ? 0 : 1;
+  auto stream_errors = read_stream(rpc, duration);
+  return c1.errors == 0 && c8.errors == 0 && stream_errors == 0 ? 0 : 1;
 }
 
 }  // namespace

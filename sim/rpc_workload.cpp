@@ -52,7 +52,7 @@ class rpc_workload::server final : public rpc_served {
     auto node = work_.world_.client_index(client_);
     work_.run_call(client_, work_.world_.incarnation(node), call, std::move(answer));
   }
-  void on_cancel(std::uint64_t) override {}
+  void on_cancel(std::uint64_t id) override { work_.stream_cancelled(client_, id); }
   void on_link_down() override { work_.state_of(client_).serve_due = true; }
 
  private:
@@ -170,6 +170,10 @@ void rpc_workload::serve_wanted(int client) {
 void rpc_workload::run_call(int client, std::uint64_t incarnation, const wire::message& msg,
                             std::function<void(wire::body, shared_bytes)> answer) {
   auto& call = std::get<wire::rpc_call>(std::get<wire::rpc>(msg.env.body).body);
+  if (msg.payload.size() == stream_open_bytes) return serve_stream_open(client, incarnation, msg, std::move(answer));
+  if (msg.payload.size() == stream_control_bytes) {
+    return serve_stream_control(client, incarnation, msg, std::move(answer));
+  }
   if (msg.payload.size() != 8) {
     checker_.violation(fmt::format("rpc: client-{} got a call to '{}' with {} bytes of arguments, not its 8",
                                    client, call.method, msg.payload.size()));
@@ -219,7 +223,11 @@ void rpc_workload::schedule_call(int client) {
       auto& random = world_.workload_rng();
       auto n = static_cast<int>(random.uniform(static_cast<std::uint64_t>(options_.names)));
       int target = random.chance(1, 4) ? static_cast<int>(random.uniform(clients_.size())) : -1;
-      call(client, n, target);
+      if (random.chance(1, static_cast<std::uint64_t>(options_.stream_one_in))) {
+        call_stream(client, n, target);
+      } else {
+        call(client, n, target);
+      }
     }
     schedule_call(client);
   });
@@ -334,6 +342,7 @@ std::vector<std::string> rpc_workload::check_liveness(sim_duration window) {
 }
 
 void rpc_workload::check_answered() {
+  check_streams_ended();
   for (auto& [id, rec] : records_) {
     if (rec.answered || !current(rec.caller, rec.caller_incarnation)) continue;
     if (world_.now() < rec.deadline + answer_slack) continue;

@@ -11,7 +11,13 @@
 //    when the call named one;
 //  - an error is one the handler gave, or one a call may meet on the way:
 //    timeout, unavailable, not_found (no instance), overloaded;
-//  - after the faults heal, a call to each served name gets through.
+//  - after the faults heal, a call to each served name gets through;
+//  - a stream (some calls are, rpc_streams.cpp) reads its items in order,
+//    each once, each the one its server wrote for that place, never more
+//    than its window ahead of what was read; it ends once, by its
+//    deadline, and ends well only after every item its server planned —
+//    otherwise with an error the server gave (after the items it wrote
+//    first) or one a stream may meet on the way.
 //
 // The serving side plays what the client library does over a client's
 // own link: it answers calls (now, later, or with an error), and serves
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,6 +48,10 @@ struct rpc_workload_options {
   sim_duration timeout = 2s;
   /// How often a client looks whether it must serve again.
   sim_duration maintain_every = 250ms;
+  /// One call in this many is a stream.
+  int stream_one_in = 4;
+  /// Most items a stream's server plans to write.
+  int stream_items_max = 12;
 };
 
 class rpc_workload {
@@ -61,6 +72,9 @@ class rpc_workload {
   void check_answered();
 
   std::uint64_t calls() const noexcept { return calls_; }
+  /// Streams opened, and the items read in them.
+  std::uint64_t streams() const noexcept { return streams_opened_; }
+  std::uint64_t stream_items() const noexcept { return stream_items_; }
 
  private:
   class server;
@@ -85,6 +99,68 @@ class rpc_workload {
     bool handler_failed_it = false;  // the handler answered with an error
   };
 
+  using answer_fn = std::function<void(wire::body, shared_bytes)>;
+  /// A stream's calls, told apart from calls (8 bytes) by their size: its
+  /// opening (its id, its window) and its control calls (id, op, item, 0).
+  static constexpr std::size_t stream_open_bytes = 16;
+  static constexpr std::size_t stream_control_bytes = 32;
+  /// A stream as its caller reads it (the client library's calling side).
+  struct stream_record {
+    int caller = 0;
+    std::uint64_t caller_incarnation = 0;
+    int name = 0;
+    int target = -1;
+    sim_time deadline{};
+    std::int64_t window = 1;
+    int server = -1;  // known once opened
+    std::uint64_t server_incarnation = 0;
+    std::int64_t consumed = 0;
+    std::int64_t next_pull = 0;
+    /// Pull answers by item: an item (its payload), the end (empty), or an error.
+    std::map<std::int64_t, result<shared_bytes>> arrived;
+    std::optional<error> watch_error;
+    bool consume_due = false;
+    bool ended = false;
+    // What its server planned (written by the serving side).
+    int opens = 0;
+    std::int64_t planned = -1;
+    bool plan_fails = false;
+    std::set<std::int64_t> pulls_seen;
+  };
+  /// A stream as its server writes it (the client library's serving side).
+  struct serving_stream {
+    int client = 0;
+    std::uint64_t incarnation = 0;
+    sim_time deadline{};
+    std::int64_t window = 1;
+    std::int64_t planned = 0;
+    bool fails = false;
+    std::int64_t written = 0;
+    std::int64_t granted = 0;
+    bool producing = false;
+    bool stopped = false;
+    bool end_delivered = false;
+    bool retired = false;
+    std::set<std::int64_t> ready;  // written, not pulled yet
+    std::map<std::int64_t, answer_fn> pulls;
+    answer_fn watch;
+  };
+
+  void call_stream(int client, int name, int target);
+  void stream_opened(std::uint64_t id, const result<wire::message>& reply);
+  void stream_control(std::uint64_t id, std::uint64_t op, std::int64_t seq,
+                      std::function<void(result<wire::message>)> done);
+  void stream_arrived(std::uint64_t id, std::int64_t seq, const result<wire::message>& reply);
+  void stream_consume(std::uint64_t id);
+  void stream_end(std::uint64_t id, std::optional<error> err);
+  void serve_stream_open(int client, std::uint64_t incarnation, const wire::message& msg, answer_fn answer);
+  void serve_stream_control(int client, std::uint64_t incarnation, const wire::message& msg, answer_fn answer);
+  void stream_produce(std::uint64_t id);
+  void stream_settle(std::uint64_t id);
+  void stream_stop(std::uint64_t id);
+  void stream_cancelled(int client, std::uint64_t request);
+  void check_streams_ended();
+
   bool current(int client, std::uint64_t incarnation) const;
   client_state& state_of(int client);
   void maintain(int client);
@@ -104,6 +180,12 @@ class rpc_workload {
   std::map<std::uint64_t, call_record> records_;
   /// (client, name) → incarnations of the client that served the name.
   std::map<std::pair<int, int>, std::set<std::uint64_t>> served_by_;
+  std::map<std::uint64_t, stream_record> streams_;
+  std::map<std::uint64_t, serving_stream> serving_streams_;
+  /// (client, request id of a watch) → the stream: a cancel of it stops the stream.
+  std::map<std::pair<int, std::uint64_t>, std::uint64_t> watches_;
+  std::uint64_t streams_opened_ = 0;
+  std::uint64_t stream_items_ = 0;
   std::uint64_t next_call_ = 1;
   std::uint64_t calls_ = 0;
   sim_time stop_{};

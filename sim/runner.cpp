@@ -197,6 +197,8 @@ run_report run_seed(const run_options& options) {
   report.steps = w.steps();
   report.operations = work.operations();
   report.rpc_calls = rpc ? rpc->calls() : 0;
+  report.rpc_streams = rpc ? rpc->streams() : 0;
+  report.rpc_stream_items = rpc ? rpc->stream_items() : 0;
   std::tie(report.rdma_reads, report.rdma_reads_failed) = w.rdma_reads();
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());

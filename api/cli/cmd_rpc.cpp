@@ -26,6 +26,8 @@ struct rpc_flags {
   std::vector<std::string> args;   // call: NAME[:TYPE]=VALUE
   std::string target;              // call: a client id
   bool least_outstanding = false;  // call
+  bool stream = false;             // call: read NAME as a stream
+  std::uint32_t window = 0;        // call --stream: the credit window; 0: the default
 };
 
 /// Bytes shown of a bytes field or tensor before the output says "...".
@@ -157,6 +159,20 @@ int run_ls(const rpc_flags& f) {
   return exit_ok;
 }
 
+/// Reads the stream's items as they come: one JSON object per line.
+int run_stream(client& c, const rpc_target& target, const rpc_flags& f, const dict_builder& args) {
+  rpc_stream_options options;
+  options.routing = f.least_outstanding ? rpc_routing::least_outstanding : rpc_routing::round_robin;
+  if (f.window != 0) options.window = f.window;
+  auto stream = c.rpc().call_stream(target, f.name, args, options);
+  while (true) {
+    auto item = stream.next();
+    if (!item) return failed("stream '" + f.name + "'", item.error());
+    if (!*item) return exit_ok;
+    std::cout << to_json((*item)->dict()).dump() << std::endl;
+  }
+}
+
 int run_call(const rpc_flags& f) {
   dict_builder args;
   std::vector<std::string> files;
@@ -169,10 +185,18 @@ int run_call(const rpc_flags& f) {
   rpc_call_options options;
   options.routing = f.least_outstanding ? rpc_routing::least_outstanding : rpc_routing::round_robin;
   auto target = f.target.empty() ? rpc_target::any() : rpc_target::of(f.target);
-  auto r = (*c)->rpc().call(target, f.name, args, options);
-  if (!r) return failed("call '" + f.name + "'", r.error());
-  std::cout << to_json(r->dict()).dump(2) << "\n";
-  return exit_ok;
+  if (!f.stream) {
+    auto r = (*c)->rpc().call(target, f.name, args, options);
+    // A name served as a stream says so: read it as one.
+    bool a_stream = !r && r.code() == errc::invalid_argument &&
+                    r.error().message().find("serves a stream") != std::string::npos;
+    if (!a_stream) {
+      if (!r) return failed("call '" + f.name + "'", r.error());
+      std::cout << to_json(r->dict()).dump(2) << "\n";
+      return exit_ok;
+    }
+  }
+  return run_stream(**c, target, f, args);
 }
 
 void common_options(CLI::App& cmd, rpc_flags& f) {
@@ -204,6 +228,11 @@ void add_rpc_commands(CLI::App& app, int& exit_code) {
   call->add_option("--target", f->target, "Call this client's instance (its id, from `sluice rpc ls`)");
   call->add_flag("--least-outstanding", f->least_outstanding,
                  "Pick the instance with the fewest calls in flight (default: round robin)");
+  call->add_flag("--stream", f->stream,
+                 "NAME serves a stream: print each item as it comes, one JSON object a line (found out without "
+                 "it too)");
+  call->add_option("--window", f->window, "With a stream: items the handler may send ahead (default 16)")
+      ->check(CLI::Range(1, 1024));
   common_options(*call, *f);
   call->callback([f, &exit_code] { exit_code = run_call(*f); });
 }

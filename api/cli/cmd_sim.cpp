@@ -51,7 +51,9 @@ result<seed_range> parse_seeds(const sim_flags& f) {
 
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
-  auto rpc = r.rpc_calls == 0 ? std::string{} : fmt::format(", {} rpc calls", r.rpc_calls);
+  auto rpc = r.rpc_calls == 0 ? std::string{}
+                              : fmt::format(", {} rpc calls, {} streams ({} items read)", r.rpc_calls,
+                                            r.rpc_streams, r.rpc_stream_items);
   if (r.rdma_reads + r.rdma_reads_failed > 0) {
     rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);
   }

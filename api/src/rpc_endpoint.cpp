@@ -151,22 +151,29 @@ rpc_call_handle rpc_endpoint::call_async(const rpc_target& target, std::string_v
     state->complete(prepared.error());
     return handle;
   }
-  auto timeout = effective(c, options.timeout);
   auto finish = [state, &c](result<wire::message> r) { state->complete(to_rpc_result(c, r)); };
-  auto channel = impl_->on_owners_host() ? impl_->call_channel() : result<std::shared_ptr<rpc_channel>>{nullptr};
+  send_call(*impl_, *state, std::move(prepared->first), std::move(prepared->second), effective(c, options.timeout),
+            std::move(finish));
+  return handle;
+}
+
+void send_call(rpc_endpoint::impl& e, rpc_call_handle::state& state, wire::rpc_call call, shared_bytes payload,
+               std::chrono::milliseconds timeout, std::function<void(result<wire::message>)> finish) {
+  auto& c = *e.self;
+  auto channel = e.on_owners_host() ? e.call_channel() : result<std::shared_ptr<rpc_channel>>{nullptr};
   if (!channel || !*channel) {
     // Through the client node: a cancel ends the call here only.
-    through_node(c, wire::rpc{std::move(prepared->first)}, std::move(prepared->second), timeout, std::move(finish));
-    return handle;
+    through_node(c, wire::rpc{std::move(call)}, std::move(payload), timeout, std::move(finish));
+    return;
   }
   wire::envelope env;
   env.source = c.host->id();
-  env.body = wire::rpc{std::move(prepared->first)};
+  env.body = wire::rpc{std::move(call)};
   std::weak_ptr<rpc_channel> weak = *channel;
-  auto id = (*channel)->request(std::move(env), std::move(prepared->second),
-                                std::chrono::steady_clock::now() + timeout, std::move(finish));
+  auto id = (*channel)->request(std::move(env), std::move(payload), std::chrono::steady_clock::now() + timeout,
+                                std::move(finish));
   if (id != 0) {
-    state->on_cancel = [weak, id, source = c.host->id()] {
+    state.on_cancel = [weak, id, source = c.host->id()] {
       auto ch = weak.lock();
       if (!ch) return;
       wire::envelope cancel;
@@ -175,7 +182,6 @@ rpc_call_handle rpc_endpoint::call_async(const rpc_target& target, std::string_v
       (void)ch->send(wire::encode(cancel));
     };
   }
-  return handle;
 }
 
 result<std::vector<rpc_instance_info>> rpc_endpoint::instances(std::string_view name, bool prefix,

@@ -40,6 +40,7 @@ struct rpc_endpoint::impl {
       closing = std::move(serving->channel);
     }
     closing.reset();  // joins the serving thread; the owner drops this client's instances
+    if (serving) stop_streams(*serving, error{errc::unavailable, "the serving client is closing"});
     if (node) {
       self->host->served()->set(nullptr);
       node->stop();
@@ -66,6 +67,13 @@ struct rpc_endpoint::impl {
   /// Tells the owner again about every served name; false when it failed.
   bool serve_again();
 };
+
+/// Sends `call` without waiting (on the asynchronous callers' channel on
+/// the owner's host, else through the client node); `finish` runs once
+/// with the answer as it came, on a Sluice thread. Sets state.on_cancel
+/// where a cancel can reach the handler (rpc_endpoint.cpp).
+void send_call(rpc_endpoint::impl& e, rpc_call_handle::state& state, wire::rpc_call call, shared_bytes payload,
+               std::chrono::milliseconds timeout, std::function<void(result<wire::message>)> finish);
 
 /// A request answered on the calling thread: its direct channel when it
 /// has one, else through the client node (rpc_endpoint.cpp).

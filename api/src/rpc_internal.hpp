@@ -81,10 +81,34 @@ result<rpc_result> to_rpc_result(client::impl& c, result<wire::message>& reply);
 /// Where `bytes` lie in this client's mapping of the owner's pool.
 std::optional<pool_location> locate_in_pool(client::impl& c, std::span<const std::byte> bytes);
 
+/// How a stream travels (docs/rpc.md, "Streams"; docs/wire-format.md,
+/// 6.2): calls to the stream's name whose arguments carry these fields.
+namespace stream_field {
+/// The opening call: the credit window, added to the caller's arguments.
+inline constexpr std::string_view window = "sluice.window";
+/// The opening call's answer, and every control call: the stream's id.
+inline constexpr std::string_view id = "sluice.stream";
+/// The opening call's answer: the serving client's id.
+inline constexpr std::string_view server = "sluice.server";
+/// A control call: "watch", "pull" or "cancel".
+inline constexpr std::string_view op = "sluice.op";
+/// A pull: the item it asks for (0, 1, ...).
+inline constexpr std::string_view seq = "sluice.seq";
+}  // namespace stream_field
+
+/// What a plain call to a stream's name is answered (invalid_argument),
+/// after the name: the launcher looks for it.
+inline constexpr std::string_view rpc_serves_stream = "serves a stream";
+
+/// Largest credit window: a bound on the items a stream holds, at each
+/// end, and on the pulls in flight for it.
+inline constexpr std::uint32_t rpc_stream_window_max = 1024;
+
 /// A served name.
 struct served_name {
   rpc_handler sync;
   rpc_async_handler async;
+  rpc_stream_handler stream;
   std::uint32_t max_concurrent = 0;
   std::chrono::microseconds spin{0};
   /// Calls started and not answered.
@@ -102,12 +126,21 @@ struct serve_state : std::enable_shared_from_this<serve_state> {
   std::unordered_map<std::uint64_t, std::weak_ptr<std::atomic<bool>>> in_progress;
   /// Null once the endpoint closed.
   std::shared_ptr<rpc_channel> channel;
+  /// Streams open here by id (rpc_stream_serve.cpp), and the calls of
+  /// theirs in progress (watches and pulls) by request id, for cancels.
+  std::map<std::int64_t, std::shared_ptr<rpc_stream_writer::impl>> streams;
+  std::unordered_map<std::uint64_t, std::weak_ptr<rpc_stream_writer::impl>> stream_calls;
+  std::int64_t next_stream = 1;
 
   /// Runs the call's handler (on the channel's thread, or on the thread
   /// of a node_served). `answer`: how the answer goes back; empty: on
   /// `channel`.
   void on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer = {});
   void on_cancel(std::uint64_t id);
+  /// A call to a name served by serve_stream(): its opening call or one of
+  /// its control calls (rpc_stream_serve.cpp).
+  void on_stream_call(const std::shared_ptr<serve_state>& self, std::shared_ptr<rpc_promise::impl> promise,
+                      wire::message& msg, const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled);
 };
 
 /// Serves the calls that reach the client node's own link (a client over
@@ -155,10 +188,28 @@ struct rpc_promise::impl {
   void answer(const dict_builder& result);
   void answer(const dict_view& encoded);
   void answer_error(const error& err);
+  /// Answers with a dict written in `encoded` (a stream's item).
+  void answer_encoded(rpc_args& encoded);
+  /// Answers with no payload at all: a stream's end (rpc_stream_serve.cpp).
+  void answer_end();
 
  private:
   bool claim();
   void send(wire::body body, shared_bytes payload);
 };
+
+/// Checks that the call may run now (max_concurrent, arguments that are
+/// a dict) and builds what its handler sees (rpc_serve.cpp).
+result<rpc_request> admit(client::impl& c, served_name& h, const std::string& method, wire::message& msg,
+                          const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled);
+/// The handler_failed message for an exception a handler threw.
+std::string threw(const std::string& method, std::exception_ptr e);
+
+/// A watch or pull of `stream` was cancelled: the caller cancelled the
+/// stream, went away, or its deadline passed (rpc_stream_serve.cpp).
+void stream_call_cancelled(rpc_stream_writer::impl& stream);
+/// Stops every stream `state` serves with `why` (its link broke, or the
+/// endpoint closes): their writers' writes then fail with it.
+void stop_streams(serve_state& state, const error& why);
 
 }  // namespace sluice

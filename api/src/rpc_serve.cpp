@@ -10,7 +10,6 @@
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
-namespace {
 
 std::string threw(const std::string& method, std::exception_ptr e) {
   try {
@@ -22,7 +21,6 @@ std::string threw(const std::string& method, std::exception_ptr e) {
   }
 }
 
-/// Checks that the call may run now and builds what its handler sees.
 result<rpc_request> admit(client::impl& c, served_name& h, const std::string& method, wire::message& msg,
                           const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled) {
   if (h.in_flight.fetch_add(1, std::memory_order_acq_rel) >= h.max_concurrent) {
@@ -48,8 +46,6 @@ result<rpc_request> admit(client::impl& c, served_name& h, const std::string& me
   return rpc_request{std::move(state)};
 }
 
-}  // namespace
-
 void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer) {
   auto& call = std::get<wire::rpc_call>(std::get<wire::rpc>(msg.env.body).body);
   auto promise = std::make_shared<rpc_promise::impl>();
@@ -64,13 +60,14 @@ void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::messag
     if (auto it = handlers.find(call.method); it != handlers.end()) promise->handler = it->second;
     // A cancel reaches an async handler's call; a sync handler's runs on
     // the thread that would take the cancel, and sees its deadline only.
-    promise->tracked = promise->handler && promise->handler->async;
+    promise->tracked = promise->handler && (promise->handler->async || promise->handler->stream);
     if (promise->tracked) in_progress[msg.env.request_id] = cancelled;
   }
   if (!promise->handler) {
     return promise->answer_error(error{errc::not_found, "client " + owner_client->host->id().to_string() +
                                                             " does not serve '" + call.method + "'"});
   }
+  if (promise->handler->stream) return on_stream_call(self, std::move(promise), msg, call, std::move(cancelled));
   auto& h = *promise->handler;
   auto request = admit(*owner_client, h, call.method, msg, call, std::move(cancelled));
   if (!request) {
@@ -95,10 +92,16 @@ void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::messag
 }
 
 void serve_state::on_cancel(std::uint64_t id) {
-  std::lock_guard guard{mutex};
-  auto it = in_progress.find(id);
-  if (it == in_progress.end()) return;
-  if (auto flag = it->second.lock()) flag->store(true, std::memory_order_release);
+  std::shared_ptr<rpc_stream_writer::impl> stream;
+  {
+    std::lock_guard guard{mutex};
+    auto it = in_progress.find(id);
+    if (it == in_progress.end()) return;
+    if (auto flag = it->second.lock()) flag->store(true, std::memory_order_release);
+    if (auto s = stream_calls.find(id); s != stream_calls.end()) stream = s->second.lock();
+  }
+  // Outside the lock: a stream takes its own lock, then this one.
+  if (stream) stream_call_cancelled(*stream);
 }
 
 // --- calls on the node's own link -----------------------------------------------------
@@ -163,6 +166,7 @@ bool rpc_promise::impl::claim() {
   if (!tracked) return true;
   std::lock_guard guard{serving->mutex};
   serving->in_progress.erase(request_id);
+  serving->stream_calls.erase(request_id);
   return true;
 }
 
@@ -204,6 +208,17 @@ void rpc_promise::impl::answer(const dict_view& encoded) {
   std::memcpy(room->bytes().data(), region.data(), region.size());
   auto e = take_encoded(*room);
   send(wire::rpc{wire::rpc_reply{e.buffer}}, std::move(e.payload));
+}
+
+void rpc_promise::impl::answer_encoded(rpc_args& encoded) {
+  if (!claim()) return;
+  auto e = take_encoded(encoded);
+  send(wire::rpc{wire::rpc_reply{e.buffer}}, std::move(e.payload));
+}
+
+void rpc_promise::impl::answer_end() {
+  if (!claim()) return;
+  send(wire::rpc{wire::rpc_reply{0}}, {});
 }
 
 void rpc_promise::impl::answer_error(const error& err) {

@@ -18,6 +18,8 @@ constexpr std::chrono::milliseconds reserve_interval{500};
 }  // namespace
 
 void rpc_endpoint::impl::lost() {
+  // Their callers heard of it from their owners; the writers hear now.
+  if (serving) stop_streams(*serving, error{errc::unavailable, "the serving client's link to its owner broke"});
   {
     std::lock_guard guard{keeper_mutex};
     link_lost = true;
@@ -136,6 +138,13 @@ result<void> rpc_endpoint::serve_async(std::string_view name, rpc_async_handler 
   if (!handler) return fail(errc::invalid_argument, "serve_async() needs a handler");
   auto h = served_with(options);
   h->async = std::move(handler);
+  return impl_->serve_name(name, std::move(h));
+}
+
+result<void> rpc_endpoint::serve_stream(std::string_view name, rpc_stream_handler handler, serve_options options) {
+  if (!handler) return fail(errc::invalid_argument, "serve_stream() needs a handler");
+  auto h = served_with(options);
+  h->stream = std::move(handler);
   return impl_->serve_name(name, std::move(h));
 }
 

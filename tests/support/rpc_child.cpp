@@ -6,11 +6,18 @@
 //   rpc_child ADDRESS NAME echo    answers its arguments' "text" field
 //   rpc_child ADDRESS NAME hang    takes every call and never answers it;
 //                                  prints "took" for each
+//   rpc_child ADDRESS NAME count   serves a stream of {"seq": 0..n-1} (n
+//                                  from the "n" argument; 0: endless, an
+//                                  item each 2 ms); prints "streaming"
+//   rpc_child ADDRESS NAME reader  calls the stream NAME, reads one item,
+//                                  prints "read", and reads no more
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -60,6 +67,34 @@ int main(int argc, char** argv) {
       std::printf("took\n");
       std::fflush(stdout);
     });
+  }
+  std::optional<sluice::rpc_stream> reading;  // reader: kept unread until the process dies
+  if (mode == "count") {
+    served = rpc.serve_stream(name, [](sluice::rpc_request req, sluice::rpc_stream_writer w) {
+      auto* f = req.args().find("n");
+      std::int64_t n = f != nullptr && f->as_int64() ? *f->as_int64() : 0;
+      std::printf("streaming\n");
+      std::fflush(stdout);
+      std::thread([w = std::move(w), n]() mutable {
+        for (std::int64_t i = 0; n == 0 || i < n; ++i) {
+          sluice::dict_builder item;
+          (void)item.add_int64("seq", i);
+          if (!w.write(item)) return;
+          if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds{2});
+        }
+        w.finish();
+      }).detach();
+    });
+  } else if (mode == "reader") {
+    reading.emplace(rpc.call_stream(sluice::rpc_target::any(), name, {}, {.timeout = std::chrono::seconds{60}, .window = 2}));
+    auto first = reading->next();
+    if (!first || !*first) {
+      std::printf("bad read: %s\n", first ? "the end" : first.error().to_string().c_str());
+      return 1;
+    }
+    std::printf("read\n");
+    std::fflush(stdout);
+    ::pause();
   }
   if (!served) {
     std::printf("bad serve: %s\n", served.error().to_string().c_str());

@@ -15,6 +15,16 @@
 //   auto r = (*other)->rpc().call(sluice::rpc_target::any(), "embed", args);
 //   // r->dict().find("length")->as_int64() == 5
 //
+// A handler may also answer with a stream of items, read with
+// backpressure (serve_stream, call_stream; docs/rpc.md, "Streams"):
+//
+//   auto stream = (*other)->rpc().call_stream(sluice::rpc_target::any(), "generate", args);
+//   while (true) {
+//     auto item = stream.next();
+//     if (!item || !*item) break;  // an error (item.error() says why), or the end
+//     // (*item)->dict() ...
+//   }
+//
 // Arguments and results are dicts (sluice/dict.hpp). On the owner's host a
 // large one (64 KiB or more encoded) is written once into the owner's pool
 // and read there in place by the other side; across hosts it is sent once,
@@ -242,6 +252,99 @@ class rpc_args {
   std::unique_ptr<impl> impl_;
 };
 
+/// The serving end of one stream (serve_stream): each write() is one item
+/// for the caller, in the order written, then finish() or fail() ends it.
+/// Move-only; any thread may write, during the handler or after it
+/// returned. Thread safety: one writer at a time per stream.
+///
+/// Backpressure: the caller grants credit for `window` items
+/// (rpc_stream_options::window) and grants one more for each it consumes.
+/// write() takes one credit, waiting for it while the caller lags (until
+/// the stream's deadline); try_write() does not wait. So at most `window`
+/// items of a stream are written and not yet consumed, anywhere.
+///
+/// A writer destroyed before finish() or fail() fails the stream with
+/// `handler_failed` (after the items written). REQUIRES: the client
+/// outlives it (when the client closes, writes fail `unavailable`).
+class rpc_stream_writer {
+ public:
+  rpc_stream_writer(rpc_stream_writer&&) noexcept;
+  rpc_stream_writer& operator=(rpc_stream_writer&&) noexcept;
+  ~rpc_stream_writer();
+
+  /// Sends `item`, encoded now (the buffers it borrows need to stay valid
+  /// only during this call); large ones go through the owner's pool as
+  /// results do. Waits for credit up to the stream's deadline. Errors:
+  /// cancelled (the caller cancelled the stream or went away); timeout
+  /// (the deadline passed); invalid_argument (after finish() or fail());
+  /// overloaded (no credit, and this is the thread that runs the
+  /// client's handlers, which must not wait: it is the one that takes the
+  /// caller's credit); unavailable (this client's link to its owner broke).
+  result<void> write(const dict_builder& item);
+  /// The same without waiting: overloaded when the caller has not granted
+  /// credit for another item yet.
+  result<void> try_write(const dict_builder& item);
+  /// Ends the stream: the caller gets every item written, then the end.
+  void finish();
+  /// Ends the stream with `err`: the caller gets every item written, then
+  /// `err` (its code; the message after the name, as for a call).
+  void fail(const error& err);
+  /// True once the caller cancelled or went away, or the deadline passed.
+  bool cancelled() const noexcept;
+  /// Items write() may send now without waiting.
+  std::uint32_t credit() const noexcept;
+
+  struct impl;
+  explicit rpc_stream_writer(std::shared_ptr<impl> state);
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
+/// A handler of a stream: it gets the request and the writer, and returns
+/// at once (it runs on the thread that takes the client's calls); items
+/// are written from a thread of its own, or from here while there is
+/// credit (try_write, or write() that then does not wait).
+using rpc_stream_handler = std::function<void(rpc_request, rpc_stream_writer)>;
+
+struct rpc_stream_options {
+  /// The whole stream's deadline; 0: the client's default
+  /// (client_options::timeout). When it passes, both ends see `timeout`.
+  std::chrono::milliseconds timeout{0};
+  rpc_routing routing = rpc_routing::round_robin;
+  /// Items the handler may write ahead of what next() consumed: the
+  /// credit window. 1 to 1024.
+  std::uint32_t window = 16;
+};
+
+/// The calling end of a stream (call_stream). Move-only; one reader at a
+/// time. Destroying it before the end cancels the stream.
+class rpc_stream {
+ public:
+  rpc_stream(rpc_stream&&) noexcept;
+  rpc_stream& operator=(rpc_stream&&) noexcept;
+  ~rpc_stream();
+
+  /// The next item, in the order the handler wrote them; nothing at the
+  /// end of the stream (and on every later call). Errors end the stream:
+  /// the handler's own (after the items it wrote before it failed);
+  /// timeout (the stream's deadline passed); unavailable (the serving
+  /// process or an owner on the way went away); cancelled; and the errors
+  /// of a call when it could not start (not_found, overloaded, ...).
+  /// `wait` > 0 bounds this wait alone: when it ends first, the result is
+  /// `timeout` and the stream goes on (a later next() gets the item).
+  result<std::optional<rpc_result>> next(std::chrono::milliseconds wait = std::chrono::milliseconds{0});
+  /// Gives the stream up: the handler's writer then fails `cancelled`;
+  /// next() answers `cancelled`. Does nothing after the end.
+  void cancel();
+
+  struct impl;
+  explicit rpc_stream(std::shared_ptr<impl> state);
+
+ private:
+  std::shared_ptr<impl> impl_;
+};
+
 /// An instance as the master lists it.
 struct rpc_instance_info {
   std::string name;
@@ -271,6 +374,9 @@ class rpc_endpoint {
   /// (give long work an async handler).
   result<void> serve(std::string_view name, rpc_handler handler, serve_options options = {});
   result<void> serve_async(std::string_view name, rpc_async_handler handler, serve_options options = {});
+  /// Serves `name` with a handler that answers with a stream of items
+  /// (rpc_stream_writer). max_concurrent counts the streams open at once.
+  result<void> serve_stream(std::string_view name, rpc_stream_handler handler, serve_options options = {});
   /// Stops serving `name`; not_found when this client does not serve it.
   result<void> unserve(std::string_view name);
 
@@ -294,6 +400,13 @@ class rpc_endpoint {
   /// The same with a callback, which runs exactly once.
   rpc_call_handle call_async(const rpc_target& target, std::string_view method, const dict_builder& args,
                              std::function<void(result<rpc_result>)> done, rpc_call_options options = {});
+
+  /// Calls `method`, served by serve_stream(), and reads its items with
+  /// the stream returned (errors, including those of starting it, come
+  /// from its next()). Starting waits for the handler's client to take the
+  /// stream, not for an item.
+  rpc_stream call_stream(const rpc_target& target, std::string_view method, const dict_builder& args,
+                         rpc_stream_options options = {});
 
   /// Instances of `name` (with prefix: of every name starting with it;
   /// "" lists all) whose owner is up, as the master knows them.
