@@ -285,7 +285,7 @@ void serve_serve(self_ptr self, const request_context& ctx, const wire::rpc_serv
     return st.ep->reply_error(ctx, error{errc::invalid_argument, "only clients serve rpc names"});
   }
   if (auto ok = check_rpc_name(s.name); !ok) return st.ep->reply_error(ctx, ok.error());
-  auto ok = st.routes->serve(s.name, rpc_routes::local_instance{ctx.source, peer->name, ctx.link, s.max_concurrent});
+  auto ok = st.routes->serve(s.name, rpc_routes::local_instance{ctx.source, peer->name, ctx.link, s.max_concurrent, s.stream});
   if (!ok) return st.ep->reply_error(ctx, ok.error());
   st.ep->log()->debug("client {} serves '{}'", ctx.source.to_string(), s.name);
   st.ep->reply(ctx, wire::ok_reply{});

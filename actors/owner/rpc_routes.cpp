@@ -45,7 +45,7 @@ std::vector<wire::rpc_instance> rpc_routes::live_instances() const {
   std::vector<wire::rpc_instance> out;
   for (auto& [name, n] : names_) {
     for (auto& [client, i] : n.local) {
-      if (i.live) out.push_back(wire::rpc_instance{name, client, i.client_name, {}, {}, i.max_concurrent});
+      if (i.live) out.push_back(wire::rpc_instance{name, client, i.client_name, {}, {}, i.max_concurrent, i.stream});
     }
   }
   return out;

@@ -94,6 +94,7 @@ class rpc_routes {
     std::string client_name;
     transport::link_id link = 0;
     std::uint32_t max_concurrent = 0;
+    bool stream = false;  ///< served as a stream of results
     /// The client's session lives (see set_live); stale instances take no
     /// calls to "any".
     bool live = true;

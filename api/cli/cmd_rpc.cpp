@@ -146,15 +146,17 @@ int run_ls(const rpc_flags& f) {
                       {"client_name", i.client_name},
                       {"owner", i.owner_id},
                       {"owner_address", i.owner_address},
-                      {"max_concurrent", i.max_concurrent}});
+                      {"max_concurrent", i.max_concurrent},
+                      {"stream", i.stream}});
     }
     std::cout << nlohmann::json{{"instances", list}}.dump(2) << "\n";
     return exit_ok;
   }
-  std::printf("%-32s %-16s %-20s %-22s %s\n", "NAME", "CLIENT", "CLIENT NAME", "OWNER", "MAX CONCURRENT");
+  std::printf("%-32s %-16s %-20s %-22s %-14s %s\n", "NAME", "CLIENT", "CLIENT NAME", "OWNER", "MAX CONCURRENT",
+              "KIND");
   for (auto& i : *found) {
-    std::printf("%-32s %-16s %-20s %-22s %u\n", i.name.c_str(), i.client_id.c_str(), i.client_name.c_str(),
-                i.owner_address.c_str(), i.max_concurrent);
+    std::printf("%-32s %-16s %-20s %-22s %-14u %s\n", i.name.c_str(), i.client_id.c_str(), i.client_name.c_str(),
+                i.owner_address.c_str(), i.max_concurrent, i.stream ? "stream" : "call");
   }
   return exit_ok;
 }

@@ -197,7 +197,8 @@ result<std::vector<rpc_instance_info>> rpc_endpoint::instances(std::string_view 
   if (found == nullptr) return fail(errc::protocol, "the owner answered a lookup with " + std::string{wire::rpc_body_name(body->body)});
   std::vector<rpc_instance_info> out;
   for (auto& i : found->instances) {
-    out.push_back({i.name, i.client.to_string(), i.client_name, i.owner.to_string(), i.owner_address, i.max_concurrent});
+    out.push_back({i.name, i.client.to_string(), i.client_name, i.owner.to_string(), i.owner_address, i.max_concurrent,
+                   i.stream});
   }
   return out;
 }

@@ -30,13 +30,13 @@ void rpc_endpoint::impl::lost() {
 bool rpc_endpoint::impl::serve_again() {
   auto link = calls_link();
   if (!link) return false;
-  std::vector<std::pair<std::string, std::uint32_t>> names;
+  std::vector<wire::rpc_serve> names;
   {
     std::lock_guard guard{serving->mutex};
-    for (auto& [name, h] : serving->handlers) names.emplace_back(name, h->max_concurrent);
+    for (auto& [name, h] : serving->handlers) names.push_back({name, h->max_concurrent, bool{h->stream}});
   }
-  for (auto& [name, max_concurrent] : names) {
-    if (!tell_owner(wire::rpc{wire::rpc_serve{name, max_concurrent}}, *link)) return false;
+  for (auto& serve : names) {
+    if (!tell_owner(wire::rpc{std::move(serve)}, *link)) return false;
   }
   get_logger("rpc")->info("serving {} names again after the link to the owner was lost", names.size());
   return true;
@@ -168,8 +168,7 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_p
     for (auto& [n, each] : state.handlers) spin = std::max(spin, each->spin);
   }
   if (*channel) (*channel)->set_spin(spin);
-  auto max_concurrent = h->max_concurrent;
-  auto told = tell_owner(wire::rpc{wire::rpc_serve{std::string{name}, max_concurrent}}, *channel);
+  auto told = tell_owner(wire::rpc{wire::rpc_serve{std::string{name}, h->max_concurrent, bool{h->stream}}}, *channel);
   if (!told) {
     std::lock_guard guard{state.mutex};
     if (auto it = state.handlers.find(name); it != state.handlers.end() && it->second == h) {

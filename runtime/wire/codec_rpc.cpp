@@ -18,11 +18,13 @@ void set_instance(s::RpcInstance::Builder b, const rpc_instance& x) {
   b.setOwner(x.owner.value);
   b.setOwnerAddress(x.owner_address);
   b.setMaxConcurrent(x.max_concurrent);
+  b.setStream(x.stream);
 }
 
 rpc_instance read_instance(s::RpcInstance::Reader r) {
   return {from_text(r.getName()),         node_id{r.getClient()}, from_text(r.getClientName()),
-          node_id{r.getOwner()},          from_text(r.getOwnerAddress()), r.getMaxConcurrent()};
+          node_id{r.getOwner()},          from_text(r.getOwnerAddress()), r.getMaxConcurrent(),
+          r.getStream()};
 }
 
 void set_instances(capnp::List<s::RpcInstance>::Builder list, const std::vector<rpc_instance>& xs) {
@@ -50,6 +52,7 @@ void write_rpc(s::Rpc::Builder b, const rpc& msg) {
                    auto r = b.initServe();
                    r.setName(x.name);
                    r.setMaxConcurrent(x.max_concurrent);
+                   r.setStream(x.stream);
                  },
                  [&](const rpc_unserve& x) { b.setUnserve(x.name); },
                  [&](const rpc_sync& x) {
@@ -89,7 +92,7 @@ result<rpc> read_rpc(s::Rpc::Reader r) {
   switch (r.which()) {
     case W::SERVE: {
       auto x = r.getServe();
-      return rpc{rpc_serve{from_text(x.getName()), x.getMaxConcurrent()}};
+      return rpc{rpc_serve{from_text(x.getName()), x.getMaxConcurrent(), x.getStream()}};
     }
     case W::UNSERVE: return rpc{rpc_unserve{from_text(r.getUnserve())}};
     case W::SYNC: return rpc{rpc_sync{read_instances(r.getSync())}};

@@ -509,6 +509,7 @@ struct rpc_instance {
   node_id owner;              ///< the owner the client is attached to
   std::string owner_address;  ///< where owners reach it (filled in by the master)
   std::uint32_t max_concurrent = 0;
+  bool stream = false;        ///< served as a stream of results
   friend bool operator==(const rpc_instance&, const rpc_instance&) = default;
 };
 
@@ -516,6 +517,7 @@ struct rpc_instance {
 struct rpc_serve {
   std::string name;
   std::uint32_t max_concurrent = 0;
+  bool stream = false;  ///< the handler answers with a stream of results
 };
 
 struct rpc_unserve {

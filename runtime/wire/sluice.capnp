@@ -420,6 +420,7 @@ struct Rpc {
 struct RpcServe {
   name @0 :Text;
   maxConcurrent @1 :UInt32;  # calls the handler runs at once; more are answered `overloaded`
+  stream @2 :Bool;           # the handler answers with a stream of results
 }
 
 struct RpcInstance {
@@ -429,6 +430,7 @@ struct RpcInstance {
   owner @3 :UInt64;          # node id of the owner the client is attached to
   ownerAddress @4 :Text;     # where other owners reach that owner (set by the master)
   maxConcurrent @5 :UInt32;
+  stream @6 :Bool;           # the name is served as a stream of results
 }
 
 struct RpcLookup {

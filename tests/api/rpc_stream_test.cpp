@@ -381,3 +381,18 @@ TEST_CASE("rpc: a serving client that closes mid-stream fails its waiting writer
   while (last && last->has_value()) last = stream.next();
   CHECK(last.code() == errc::unavailable);
 }
+
+TEST_CASE("rpc: the registry says which names serve a stream") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  REQUIRE(server->rpc().serve_stream("tokens", [](rpc_request, rpc_stream_writer w) { w.finish(); }).ok());
+  REQUIRE(server->rpc().serve("echo", [](const rpc_request&) -> result<dict_builder> { return dict_builder{}; }).ok());
+  std::vector<rpc_instance_info> found;
+  eventually([&] {
+    auto r = server->rpc().instances("", true);
+    if (r) found = *r;
+    return r && r->size() == 2;
+  });
+  REQUIRE(found.size() == 2);
+  for (auto& i : found) CHECK(i.stream == (i.name == "tokens"));
+}

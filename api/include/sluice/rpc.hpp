@@ -353,6 +353,7 @@ struct rpc_instance_info {
   std::string owner_id;
   std::string owner_address;
   std::uint32_t max_concurrent = 0;
+  bool stream = false;  ///< served with serve_stream: call it with call_stream
 };
 
 /// A client's RPC side: (*client)->rpc().
