@@ -188,14 +188,17 @@ bool fast_index::unsent() const {
   return unsent_from_ < reports_.size();
 }
 
-bool fast_index::first_time(std::uint64_t link, std::uint64_t id) {
+bool fast_index::first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id) {
   std::lock_guard guard{mutex_};
-  return seen_[link].first_time(id);
+  return seen_[{link, sender, (id >> 63) != 0}].first_time(id);
 }
 
 void fast_index::forget_link(std::uint64_t link) {
   std::lock_guard guard{mutex_};
-  seen_.erase(link);
+  auto from = seen_.lower_bound({link, 0, false});
+  auto to = from;
+  while (to != seen_.end() && std::get<0>(to->first) == link) ++to;
+  seen_.erase(from, to);
 }
 
 // --- serving -----------------------------------------------------------------------
@@ -226,7 +229,7 @@ std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, no
   if (msg->env.target.value != 0 && msg->env.target != self) return std::nullopt;
   // Every request of the link passes here first: a repeat is dropped
   // whichever path served the original.
-  if (!index.first_time(link, msg->env.request_id)) return fast_answer{std::nullopt};
+  if (!index.first_time(link, msg->env.source.value, msg->env.request_id)) return fast_answer{std::nullopt};
   if (!index.enabled(now)) return std::nullopt;
   if (auto* get = std::get_if<wire::kv_get>(&msg->env.body)) {
     auto found = index.find(get->key);

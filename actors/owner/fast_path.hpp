@@ -33,10 +33,12 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -166,10 +168,13 @@ class fast_index {
 
   // --- repeats ---------------------------------------------------------------
 
-  /// True the first time request `id` arrives on `link` here; a repeat
-  /// (a frame delivered twice) is dropped, like the endpoint drops
-  /// repeats of what it serves.
-  bool first_time(std::uint64_t link, std::uint64_t id);
+  /// True the first time request `id` of `sender` arrives on `link` here;
+  /// a repeat (a frame delivered twice) is dropped, like the endpoint
+  /// drops repeats of what it serves. Per sender, and per the top bit of
+  /// the id, as the endpoint keeps them: a link between owners carries the
+  /// requests of many senders, and an owner's RPC relay numbers the calls
+  /// it passes on with that bit set.
+  bool first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id);
   /// The link went down: its window goes.
   void forget_link(std::uint64_t link);
 
@@ -193,7 +198,7 @@ class fast_index {
   std::uint64_t next_seq_ = 1;
   std::uint64_t sent_through_ = 0;
   bool notified_ = false;  // the actor was told of the unsent reports
-  std::unordered_map<std::uint64_t, replay_window> seen_;  // by link
+  std::map<std::tuple<std::uint64_t, std::uint64_t, bool>, replay_window> seen_;  // by link, sender, top bit
   std::atomic<std::chrono::steady_clock::rep> lease_until_ns_{0};
   std::atomic<std::uint64_t> max_value_bytes_{0};
 };

@@ -140,6 +140,8 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   shm.relay = [routes = routes_, self = id_](transport::link_id from, const wire::inbound_frame& frame) {
     return relay_rpc(*routes, self, from, frame, std::chrono::steady_clock::now());
   };
+  // Clients over TCP take the same fast path, on the tcp transport's thread.
+  tcp_->set_fast_path(shm.fast_path, shm.on_idle);
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   // Values that arrive over TCP land in the pool, where they are kept.
   tcp_->set_payload_allocator(pool->payload_allocator());

@@ -136,3 +136,37 @@ TEST_CASE("owner commits: an owner told not to commits nothing itself") {
   CHECK(m.own_commits == 0);
   CHECK(kv->get("same").value().str() == "49");
 }
+
+TEST_CASE("owner commits: puts of a client over tcp are committed by its owner too, and read back in order") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  sluice::client_options over_tcp;
+  over_tcp.transport = sluice::client_transport::tcp;
+  auto opened = sluice::client::connect(owner.address, over_tcp);
+  REQUIRE_MESSAGE(opened.ok(), (opened ? "" : opened.error().to_string()));
+  auto kv = std::move(*opened);
+  auto reader = connect(owner.address);
+  await_status(*kv, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  std::uint64_t last = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto value = pattern(100 + static_cast<std::size_t>(i), static_cast<char>('a' + i % 26));
+    auto v = kv->put("tcp-hot", value);
+    REQUIRE_MESSAGE(v.ok(), (v ? "" : v.error().to_string()));
+    CHECK(*v > last);
+    last = *v;
+    auto got = kv->get("tcp-hot");
+    REQUIRE_MESSAGE(got.ok(), (got ? "" : got.error().to_string()));
+    CHECK(got->version() == last);
+    CHECK(got->str() == value);
+  }
+  // The owner took the key's slot after its first put and committed the
+  // later ones itself (on its tcp thread, where the fast path took them).
+  auto m = status_of(*kv, owner.address);
+  CHECK(m.home_slots >= 1);
+  CHECK(m.own_commits >= 150);
+  // Another client sees the last one, and a listing counts it.
+  CHECK(reader->get("tcp-hot").value().version() == last);
+  auto n = kv->count("tcp-");
+  REQUIRE(n.ok());
+  CHECK(*n == 1);
+}

@@ -129,6 +129,7 @@ struct tcp_transport::connection {
   bool connect_started = false;
   bool awaiting_connect = false;
   bool gone = false;  // dropped and reported
+  bool first_frame_in = false;  // the link's first frame (its hello) arrived
   part at = part::header;
   std::size_t filled = 0;  // bytes of the current part received
   wire::header_bytes header{};

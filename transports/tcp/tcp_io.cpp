@@ -24,13 +24,26 @@ void tcp_transport::run() {
       log_->error("epoll_wait failed: {}; the tcp transport stops serving its links", system_text(errno));
       return;
     }
+    {
+      std::lock_guard guard{allocator_mutex_};
+      fast_now_ = fast_hooks_;
+    }
     for (int i = 0; i < ready && !stopping_.load(std::memory_order_acquire); ++i) {
       dispatch(events[i].data.u64, events[i].events);
     }
-    // Every frame this wake-up read goes to the sink's actor as one batch.
+    // Every frame this wake-up read goes to the sink's actor as one batch,
+    // and the fast path's replies go out together.
     sink_.end_of_frames();
+    end_fast_wakeup();
     expire_connects();
   }
+}
+
+void tcp_transport::end_fast_wakeup() {
+  for (auto link : fast_replied_) flush(link);
+  fast_replied_.clear();
+  if (fast_took_ && fast_now_ && fast_now_->idle) fast_now_->idle();
+  fast_took_ = false;
 }
 
 int tcp_transport::wait_timeout_ms() const {
@@ -294,6 +307,17 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
   c.payload_slot.reset();
   c.at = part::header;
   c.filled = 0;
+  if (c.first_frame_in && fast_now_ && fast_now_->fast) {
+    if (auto taken = fast_now_->fast(c.id, frame)) {
+      fast_took_ = true;
+      if (taken->reply) {
+        auto held = enqueue(c.id, std::move(*taken->reply), false);
+        if (held && *held && (fast_replied_.empty() || fast_replied_.back() != c.id)) fast_replied_.push_back(c.id);
+      }
+      return std::nullopt;
+    }
+  }
+  c.first_frame_in = true;
   auto accepted = sink_.on_frame_held(c.id, std::move(frame));
   if (!accepted) return accepted.error();
   return std::nullopt;

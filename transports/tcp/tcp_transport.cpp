@@ -153,6 +153,12 @@ void tcp_transport::set_payload_allocator(payload_allocator allocate) {
   allocator_ = std::move(allocate);
 }
 
+void tcp_transport::set_fast_path(fast_path_fn fast, std::function<void()> idle) {
+  auto hooks = std::make_shared<const fast_hooks>(fast_hooks{std::move(fast), std::move(idle)});
+  std::lock_guard guard{allocator_mutex_};
+  fast_hooks_ = std::move(hooks);
+}
+
 void tcp_transport::fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure) {
   // Sink callbacks never run on a caller's thread: the I/O thread reports.
   c->st = connection::state::broken;

@@ -110,6 +110,13 @@ class tcp_transport final : public transport {
   /// owner's pool); none set, or none given: a buffer of the transport's
   /// own. Thread-safe; may be set while links are open.
   void set_payload_allocator(payload_allocator allocate);
+  /// Answers requests on the I/O thread when `fast` can (an owner's fast
+  /// path, for its clients over TCP as for those over shared memory):
+  /// every frame of a link but its first (the hello) is offered to it
+  /// before the sink; its replies go out when the wake-up ends. `idle`
+  /// runs after a wake-up in which `fast` took a frame. Thread-safe; set it
+  /// before links open (frames already read are not offered again).
+  void set_fast_path(fast_path_fn fast, std::function<void()> idle);
 
   /// The I/O thread closes the link and reports on_link_down(aborted,
   /// "closed locally") unless the link is down already.
@@ -156,6 +163,9 @@ class tcp_transport final : public transport {
   /// Queues `frame`, writing at once when `write` (or the held bytes pile
   /// up); answers whether it was left queued.
   result<bool> enqueue(link_id link, wire::outbound_frame frame, bool write);
+  /// Sends the fast path's replies of this wake-up and tells it the
+  /// wake-up ended (I/O thread).
+  void end_fast_wakeup();
   /// Marks the link broken after a failed write and lets the I/O thread
   /// report it. REQUIRES: `guard` holds c->send_mutex.
   void fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure);
@@ -195,6 +205,17 @@ class tcp_transport final : public transport {
 
   std::mutex allocator_mutex_;
   payload_allocator allocator_;  // guarded by allocator_mutex_
+
+  struct fast_hooks {
+    fast_path_fn fast;
+    std::function<void()> idle;
+  };
+  std::shared_ptr<const fast_hooks> fast_hooks_;  // guarded by allocator_mutex_
+  // I/O thread only: the hooks of this wake-up, the links with fast
+  // replies to flush at its end, and whether the fast path took a frame.
+  std::shared_ptr<const fast_hooks> fast_now_;
+  std::vector<link_id> fast_replied_;
+  bool fast_took_ = false;
 
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;
