@@ -49,10 +49,12 @@ TEST_CASE("launcher: sluice rpc ls lists served names and sluice rpc call calls 
   CHECK(i["client"] == id);
   CHECK(i["client_name"] == "rpc-child-echo");
   CHECK(i["max_concurrent"] == 64);
+  CHECK(i["stream"] == false);
   auto table = run(sluice_bin, {"rpc", "ls", "tools/", "--connect", node.address});
   REQUIRE(table.exit_code == 0);
   CHECK(table.out.find("tools/echo") != std::string::npos);
   CHECK(table.out.find(id) != std::string::npos);
+  CHECK(table.out.find(" call\n") != std::string::npos);
 
   auto call = run(sluice_bin, {"rpc", "call", "tools/echo", "--arg", "text=hello there", "--arg", "n:int=3",
                                "--connect", node.address});
