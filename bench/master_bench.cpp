@@ -47,6 +47,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "actors/master/persistence.hpp"
@@ -244,50 +245,53 @@ struct rate {
   std::uint64_t done = 0;
 };
 
-/// Keeps `depth` puts (place, then commit) in flight for `seconds`.
-rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& committed) {
-  struct pending {
-    std::uint64_t n;
-    bool committing;
-  };
-  std::unordered_map<std::uint64_t, pending> inflight;
-  std::uint64_t next = committed, done = 0, errors = 0;
-  auto start_put = [&] {
-    auto n = next++;
-    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0, 1, ""}), pending{n, false});
-  };
-  for (int i = 0; i < depth; ++i) start_put();
+/// Runs one phase: writes the requests sent so far, then hands each reply
+/// to `on_reply(reply, more)` — `more`: the phase's `seconds` are not up,
+/// so it may send more requests — every reply that has arrived before one
+/// write of the requests they freed, with a heartbeat now and then so the
+/// master keeps the bench up, until `busy()` is false. Returns the seconds
+/// it ran.
+template <class Busy, class OnReply>
+double drive(wire_owner& w, double seconds, Busy busy, OnReply on_reply) {
   w.flush();
   auto t0 = bench_clock::now();
   auto until = t0 + std::chrono::duration<double>(seconds);
   auto next_heartbeat = t0 + heartbeat_every;
-  while (!inflight.empty()) {
+  while (busy()) {
     auto m = w.next_reply(request_deadline);
     if (!m) die("the master stopped answering");
     bool more = bench_clock::now() < until;
-    // Every reply already read, then one write of the requests they free.
-    for (; m; m = w.ready_reply()) {
-      auto it = inflight.find(m->env.reply_to);
-      if (it == inflight.end()) continue;  // a heartbeat's answer
-      auto p = it->second;
-      inflight.erase(it);
-      if (auto* placed = std::get_if<wire::place_reply>(&m->env.body)) {
-        inflight.emplace(w.request(wire::commit{bench_key(p.n), placed->version, value_size}), pending{p.n, true});
-      } else if (std::holds_alternative<wire::commit_reply>(m->env.body)) {
-        ++done;
-        if (more) start_put();
-      } else {
-        ++errors;
-        if (more) start_put();
-      }
-    }
+    for (; m; m = w.ready_reply()) on_reply(*m, more);
     if (auto now = bench_clock::now(); now >= next_heartbeat) {
       (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
       next_heartbeat = now + heartbeat_every;
     }
     w.flush();
   }
-  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  return std::chrono::duration<double>(bench_clock::now() - t0).count();
+}
+
+/// Keeps `depth` puts (place, then commit) in flight for `seconds`.
+rate master_puts(wire_owner& w, int depth, double seconds, std::uint64_t& committed) {
+  std::unordered_map<std::uint64_t, std::uint64_t> inflight;  // request id -> key number
+  std::uint64_t next = committed, done = 0, errors = 0;
+  auto start_put = [&] {
+    auto n = next++;
+    inflight.emplace(w.request(wire::place{bench_key(n), value_size, w.id(), {}, 0, 1, ""}), n);
+  };
+  for (int i = 0; i < depth; ++i) start_put();
+  double took = drive(w, seconds, [&] { return !inflight.empty(); }, [&](wire::message& m, bool more) {
+    auto it = inflight.find(m.env.reply_to);
+    if (it == inflight.end()) return;  // a heartbeat's answer
+    auto n = it->second;
+    inflight.erase(it);
+    if (auto* placed = std::get_if<wire::place_reply>(&m.env.body)) {
+      inflight.emplace(w.request(wire::commit{bench_key(n), placed->version, value_size}), n);
+      return;
+    }
+    std::holds_alternative<wire::commit_reply>(m.env.body) ? ++done : ++errors;
+    if (more) start_put();
+  });
   committed = next;
   return {static_cast<double>(done) / took, errors, done};
 }
@@ -330,43 +334,25 @@ rate master_owner_commits(wire_owner& w, int depth, int batch, double seconds, s
   };
   int stalled = 0;
   for (int i = 0; i < depth; ++i) stalled += start() ? 0 : 1;
-  w.flush();
-  auto t0 = bench_clock::now();
-  auto until = t0 + std::chrono::duration<double>(seconds);
-  auto next_heartbeat = t0 + heartbeat_every;
-  while (!inflight.empty() || claim_id != 0) {
-    auto m = w.next_reply(request_deadline);
-    if (!m) die("the master stopped answering");
-    bool more = bench_clock::now() < until;
-    for (; m; m = w.ready_reply()) {
-      if (m->env.reply_to == claim_id) {
-        claim_id = 0;
-        auto* b = std::get_if<wire::claim_reply>(&m->env.body);
-        if (b == nullptr || b->block_count == 0) die("the master gave no versions");
-        next_version_block = b->block_first;
-        more_versions = b->block_count;
-        for (; stalled > 0 && more && start(); --stalled) {}
-        continue;
-      }
-      auto it = inflight.find(m->env.reply_to);
-      if (it == inflight.end()) continue;  // a heartbeat's answer
-      auto entries = it->second;
-      inflight.erase(it);
-      auto* r = std::get_if<wire::owner_commits_reply>(&m->env.body);
-      if (r != nullptr && r->refused.empty()) {
-        done += entries;
-      } else {
-        errors += entries;
-      }
-      if (more && !start()) ++stalled;
+  auto busy = [&] { return !inflight.empty() || claim_id != 0; };
+  double took = drive(w, seconds, busy, [&](wire::message& m, bool more) {
+    if (m.env.reply_to == claim_id) {
+      claim_id = 0;
+      auto* b = std::get_if<wire::claim_reply>(&m.env.body);
+      if (b == nullptr || b->block_count == 0) die("the master gave no versions");
+      next_version_block = b->block_first;
+      more_versions = b->block_count;
+      for (; stalled > 0 && more && start(); --stalled) {}
+      return;
     }
-    if (auto now = bench_clock::now(); now >= next_heartbeat) {
-      (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
-      next_heartbeat = now + heartbeat_every;
-    }
-    w.flush();
-  }
-  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+    auto it = inflight.find(m.env.reply_to);
+    if (it == inflight.end()) return;  // a heartbeat's answer
+    auto entries = it->second;
+    inflight.erase(it);
+    auto* r = std::get_if<wire::owner_commits_reply>(&m.env.body);
+    (r != nullptr && r->refused.empty() ? done : errors) += entries;
+    if (more && !start()) ++stalled;
+  });
   committed = next;
   return {static_cast<double>(done) / took, errors, done};
 }
@@ -374,34 +360,15 @@ rate master_owner_commits(wire_owner& w, int depth, int batch, double seconds, s
 /// Keeps `depth` locates of committed keys in flight for `seconds`.
 rate master_locates(wire_owner& w, int depth, double seconds, std::uint64_t committed) {
   sluice::rng random{7};
-  std::unordered_map<std::uint64_t, bool> inflight;
+  std::unordered_set<std::uint64_t> inflight;
   std::uint64_t done = 0, errors = 0;
-  auto start = [&] { inflight.emplace(w.request(wire::locate{bench_key(random.uniform(committed))}), true); };
+  auto start = [&] { inflight.insert(w.request(wire::locate{bench_key(random.uniform(committed))})); };
   for (int i = 0; i < depth; ++i) start();
-  w.flush();
-  auto t0 = bench_clock::now();
-  auto until = t0 + std::chrono::duration<double>(seconds);
-  auto next_heartbeat = t0 + heartbeat_every;
-  while (!inflight.empty()) {
-    auto m = w.next_reply(request_deadline);
-    if (!m) die("the master stopped answering");
-    bool more = bench_clock::now() < until;
-    for (; m; m = w.ready_reply()) {
-      if (inflight.erase(m->env.reply_to) == 0) continue;
-      if (std::holds_alternative<wire::locate_reply>(m->env.body)) {
-        ++done;
-      } else {
-        ++errors;
-      }
-      if (more) start();
-    }
-    if (auto now = bench_clock::now(); now >= next_heartbeat) {
-      (void)w.request(wire::heartbeat{0, 0, 0, {}, {}});
-      next_heartbeat = now + heartbeat_every;
-    }
-    w.flush();
-  }
-  double took = std::chrono::duration<double>(bench_clock::now() - t0).count();
+  double took = drive(w, seconds, [&] { return !inflight.empty(); }, [&](wire::message& m, bool more) {
+    if (inflight.erase(m.env.reply_to) == 0) return;
+    std::holds_alternative<wire::locate_reply>(m.env.body) ? ++done : ++errors;
+    if (more) start();
+  });
   return {static_cast<double>(done) / took, errors, done};
 }
 

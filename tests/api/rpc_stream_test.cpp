@@ -43,6 +43,33 @@ dict_builder item_of(std::int64_t seq) {
 
 std::int64_t seq_of(const rpc_result& r) { return r.dict().find("seq")->as_int64().value(); }
 
+/// A stream handler that writes items 0, 1, 2, ... from a thread of its
+/// own until a write fails: `written` counts the items written, `stopped`
+/// gets the failure.
+struct endless_server {
+  std::atomic<std::int64_t> written{0};
+  std::promise<error> stopped;
+  std::future<error> stopped_future = stopped.get_future();
+  /// Also check that the writer says it was cancelled when a write fails.
+  bool expect_cancelled = false;
+  writers threads;  // last: joined before the rest goes
+
+  rpc_stream_handler handler() {
+    return [this](rpc_request, rpc_stream_writer w) {
+      threads.add(std::thread([this, w = std::move(w)]() mutable {
+        for (std::int64_t i = 0;; ++i) {
+          auto ok = w.write(item_of(i));
+          if (!ok) {
+            if (expect_cancelled) CHECK(w.cancelled());
+            return stopped.set_value(ok.error());
+          }
+          written = i + 1;
+        }
+      }));
+    };
+  }
+};
+
 }  // namespace
 
 TEST_CASE("rpc: a stream delivers its items in order with their content, a large one through the pool, then its end") {
@@ -148,30 +175,15 @@ TEST_CASE("rpc: cancelling a stream mid-way reaches the handler, whose write the
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   auto caller = shm_client(*cluster, "caller");
-  std::promise<error> stopped;
-  auto stopped_future = stopped.get_future();
-  writers threads;
-  REQUIRE(server->rpc()
-              .serve_stream("endless",
-                            [&](rpc_request, rpc_stream_writer w) {
-                              threads.add(std::thread([w = std::move(w), &stopped]() mutable {
-                                for (std::int64_t i = 0;; ++i) {
-                                  auto ok = w.write(item_of(i));
-                                  if (!ok) {
-                                    CHECK(w.cancelled());
-                                    stopped.set_value(ok.error());
-                                    return;
-                                  }
-                                }
-                              }));
-                            })
-              .ok());
+  endless_server endless;
+  endless.expect_cancelled = true;
+  REQUIRE(server->rpc().serve_stream("endless", endless.handler()).ok());
   auto stream = caller->rpc().call_stream(rpc_target::any(), "endless", dict_builder{}, {.timeout = 30s, .window = 2});
   for (std::int64_t i = 0; i < 5; ++i) CHECK(seq_of(*stream.next().value()) == i);
   stream.cancel();
   CHECK(stream.next().code() == errc::cancelled);
-  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
-  CHECK(stopped_future.get().code() == errc::cancelled);
+  REQUIRE(endless.stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(endless.stopped_future.get().code() == errc::cancelled);
 }
 
 TEST_CASE("rpc: a handler failing mid-stream gives its typed error after the items it wrote") {
@@ -262,16 +274,8 @@ TEST_CASE("rpc: a plain call to a stream, or a stream of a plain handler, fails 
 TEST_CASE("rpc: a client over TCP reads a stream and serves one, a cancel reaching its handler") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
-  std::promise<error> stopped;
-  auto stopped_future = stopped.get_future();
+  endless_server endless;
   writers threads;
-  auto endless = [&](rpc_request, rpc_stream_writer w) {
-    threads.add(std::thread([w = std::move(w), &stopped]() mutable {
-      for (std::int64_t i = 0;; ++i) {
-        if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
-      }
-    }));
-  };
   REQUIRE(server->rpc()
               .serve_stream("count",
                             [&](rpc_request, rpc_stream_writer w) {
@@ -292,34 +296,22 @@ TEST_CASE("rpc: a client over TCP reads a stream and serves one, a cancel reachi
   }
   CHECK_FALSE(stream.next()->has_value());
 
-  REQUIRE(remote->rpc().serve_stream("tcp/endless", endless).ok());
+  REQUIRE(remote->rpc().serve_stream("tcp/endless", endless.handler()).ok());
   auto back = server->rpc().call_stream(rpc_target::of(remote->rpc().id()), "tcp/endless", dict_builder{},
                                         {.timeout = 30s, .window = 2});
   for (std::int64_t i = 0; i < 5; ++i) CHECK(seq_of(*back.next().value()) == i);
   back.cancel();
-  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
-  CHECK(stopped_future.get().code() == errc::cancelled);
+  REQUIRE(endless.stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(endless.stopped_future.get().code() == errc::cancelled);
 }
 
 TEST_CASE("rpc: a caller that pulls out of turn cannot make a handler hold more items than its window") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   auto caller = shm_client(*cluster, "caller");
-  std::atomic<std::int64_t> written{0};
-  std::promise<error> stopped;
-  auto stopped_future = stopped.get_future();
-  writers threads;
-  REQUIRE(server->rpc()
-              .serve_stream("held",
-                            [&](rpc_request, rpc_stream_writer w) {
-                              threads.add(std::thread([w = std::move(w), &written, &stopped]() mutable {
-                                for (std::int64_t i = 0;; ++i) {
-                                  if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
-                                  written = i + 1;
-                                }
-                              }));
-                            })
-              .ok());
+  endless_server held;
+  auto& written = held.written;
+  REQUIRE(server->rpc().serve_stream("held", held.handler()).ok());
   // The stream's own calls (docs/wire-format.md, 6.2), made by hand.
   dict_builder open;
   REQUIRE(open.add_int64("sluice.window", 2).ok());
@@ -344,8 +336,8 @@ TEST_CASE("rpc: a caller that pulls out of turn cannot make a handler hold more 
   auto cancelled = control("cancel", 0);
   REQUIRE(cancelled.wait_for(5s));
   CHECK(cancelled.get().ok());
-  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
-  CHECK(stopped_future.get().code() == errc::cancelled);
+  REQUIRE(held.stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(held.stopped_future.get().code() == errc::cancelled);
   CHECK(far.get().code() == errc::cancelled);
   CHECK(farther.get().code() == errc::cancelled);
 }
@@ -354,29 +346,17 @@ TEST_CASE("rpc: a serving client that closes mid-stream fails its waiting writer
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   auto caller = shm_client(*cluster, "caller");
-  std::atomic<std::int64_t> written{0};
-  std::promise<error> stopped;
-  auto stopped_future = stopped.get_future();
-  writers threads;
-  REQUIRE(server->rpc()
-              .serve_stream("endless",
-                            [&](rpc_request, rpc_stream_writer w) {
-                              threads.add(std::thread([w = std::move(w), &written, &stopped]() mutable {
-                                for (std::int64_t i = 0;; ++i) {
-                                  if (auto ok = w.write(item_of(i)); !ok) return stopped.set_value(ok.error());
-                                  written = i + 1;
-                                }
-                              }));
-                            })
-              .ok());
+  endless_server endless;
+  auto& written = endless.written;
+  REQUIRE(server->rpc().serve_stream("endless", endless.handler()).ok());
   auto stream = caller->rpc().call_stream(rpc_target::any(), "endless", dict_builder{}, {.timeout = 60s, .window = 2});
   for (std::int64_t i = 0; i < 2; ++i) CHECK(seq_of(*stream.next().value()) == i);
   // Two read, two more written ahead: the writer now waits for credit.
   eventually([&] { return written.load() == 4; });
   std::this_thread::sleep_for(50ms);
   server.reset();
-  REQUIRE(stopped_future.wait_for(5s) == std::future_status::ready);
-  CHECK(stopped_future.get().code() == errc::unavailable);
+  REQUIRE(endless.stopped_future.wait_for(5s) == std::future_status::ready);
+  CHECK(endless.stopped_future.get().code() == errc::unavailable);
   auto last = stream.next();
   while (last && last->has_value()) last = stream.next();
   CHECK(last.code() == errc::unavailable);
