@@ -92,12 +92,9 @@ client_actor::behavior_type client_behavior(self_ptr self, client_deps deps) {
         if (auto request = self->state.ep->inbound(link, std::move(msg))) on_served(self, link, std::move(*request));
       },
       [self](inbound_batch_atom, std::vector<inbound_item>& batch) {
-        auto& ep = *self->state.ep;
-        ep.begin_batch();
-        for (auto& item : batch) {
-          if (auto request = ep.inbound(item.link, std::move(item.msg))) on_served(self, item.link, std::move(*request));
-        }
-        ep.end_batch();
+        self->state.ep->inbound_batch(batch, [self](transport::link_id link, wire::message msg) {
+          on_served(self, link, std::move(msg));
+        });
       },
       [self](rpc_answer_atom, served_answer& a) {
         self->state.ep->reply(a.ctx, std::move(a.body), std::move(a.payload));

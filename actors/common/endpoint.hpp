@@ -22,6 +22,7 @@
 #include <tuple>
 #include <utility>
 
+#include "actors/common/atoms.hpp"
 #include "actors/common/replay_window.hpp"
 #include "runtime/buggify.hpp"
 #include "runtime/log.hpp"
@@ -136,11 +137,18 @@ class endpoint {
   void reply_error(const request_context& ctx, const error& err);
   /// Writes the frames held while the actor was busy (on flush_atom).
   void flush();
-  /// While a batch of inbound frames is handled (inbound_batch_atom), the
-  /// frames sent are held as when the mailbox is not empty: the replies to
-  /// a batch go out together.
-  void begin_batch() noexcept { in_batch_ = true; }
-  void end_batch() noexcept { in_batch_ = false; }
+  /// Takes a batch of frames (inbound_batch_atom) as inbound() takes each,
+  /// in order, and hands each request or notification to `serve(link,
+  /// message)`. What is sent meanwhile is held as when the mailbox is not
+  /// empty: the replies to a batch go out together.
+  template <class Serve>
+  void inbound_batch(std::vector<inbound_item>& batch, Serve&& serve) {
+    in_batch_ = true;
+    for (auto& item : batch) {
+      if (auto request = inbound(item.link, std::move(item.msg))) serve(item.link, std::move(*request));
+    }
+    in_batch_ = false;
+  }
   /// Every request and notification sent from now on carries `stamp()`
   /// as its envelope's `after` (an owner names its own commits so far).
   void set_stamp(std::function<std::uint64_t()> stamp) { stamp_ = std::move(stamp); }

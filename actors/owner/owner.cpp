@@ -516,12 +516,9 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
         }
       },
       [self](inbound_batch_atom, std::vector<inbound_item>& batch) {
-        auto& ep = *self->state.ep;
-        ep.begin_batch();
-        for (auto& item : batch) {
-          if (auto request = ep.inbound(item.link, std::move(item.msg))) on_request(self, item.link, std::move(*request));
-        }
-        ep.end_batch();
+        self->state.ep->inbound_batch(batch, [self](transport::link_id link, wire::message msg) {
+          on_request(self, link, std::move(msg));
+        });
       },
       [self](link_down_atom, transport::link_id link, const error& reason) {
         on_link_down(self, link, reason);
