@@ -37,5 +37,9 @@ result<client_options> cli_client_options(const std::string& config_file, int ti
 /// before any thread started.
 void wait_for_stop_signal();
 void block_stop_signals();
+/// The stop signal (SIGINT or SIGTERM) that arrived since the last call,
+/// taken off the pending set; 0 when none did. Never waits.
+/// REQUIRES: block_stop_signals() ran.
+int take_stop_signal();
 
 }  // namespace sluice::cli

@@ -1,10 +1,12 @@
 // sluice sim: the deterministic simulator, from one seed or a sweep.
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -49,6 +51,8 @@ result<seed_range> parse_seeds(const sim_flags& f) {
   }
 }
 
+const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
+
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
   auto rpc = r.rpc_calls == 0 ? std::string{}
@@ -83,6 +87,12 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
 int run_determinism(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fault_level level) {
   int failed = 0;
   for (auto seed = seeds.first; seed <= seeds.last; ++seed) {
+    if (auto signal = take_stop_signal(); signal != 0) {
+      std::cout << fmt::format("stopped by {} after {} of {} seeds: {} not deterministic", signal_name(signal),
+                               seed - seeds.first, seeds.last - seeds.first + 1, failed)
+                << std::endl;
+      return 128 + signal;
+    }
     auto options = options_for(f, d, level, seed);
     auto divergence = sim::check_determinism(options);
     if (divergence.empty()) {
@@ -108,45 +118,75 @@ void print_failure(const sim::run_report& r, const sim::run_options& o) {
   std::cout << "  faults: " << r.plan << "\n  replay: " << sim::replay_command(o) << std::endl;
 }
 
+/// A sweep's tally so far.
+struct sweep_tally {
+  std::uint64_t run = 0;
+  std::vector<sim::run_options> failed;
+  double simulated_s = 0;
+  double real_s = 0;
+
+  double speedup() const { return real_s > 0 ? simulated_s / real_s : 0.0; }
+};
+
+void print_progress(const sweep_tally& t, std::uint64_t total) {
+  std::cout << fmt::format("[{}/{}] {} passed, {} failed, {:.0f}x real time", t.run, total,
+                           t.run - t.failed.size(), t.failed.size(), t.speedup())
+            << std::endl;
+}
+
+/// The closing lines of a sweep of several seeds: the count, the seeds
+/// that failed and how to replay each.
+void print_sweep_summary(const sweep_tally& t) {
+  std::cout << fmt::format("{} seeds: {} passed, {} failed", t.run, t.run - t.failed.size(), t.failed.size());
+  for (auto& o : t.failed) std::cout << " " << o.seed;
+  std::cout << "\n";
+  for (auto& o : t.failed) std::cout << "  replay: " << sim::replay_command(o) << "\n";
+  std::cout << fmt::format("simulated {:.0f}s in {:.1f}s", t.simulated_s, t.real_s) << "\n";
+}
+
+void print_single(const sim_flags& f, const sim::run_report& report) {
+  std::cout << "faults: " << report.plan << "\n";
+  if (!report.fault_sites.empty()) std::cout << "fault sites fired: " << report.fault_sites << "\n";
+  if (f.trace) {
+    for (auto& e : report.events) std::cout << "  " << e.text << "\n";
+  }
+  if (report.passed()) std::cout << "seed " << report.seed << ": passed, " << summary(report) << std::endl;
+}
+
+/// Runs the seeds in order. SIGINT or SIGTERM stops the sweep after the
+/// seed that is running: the summary covers the seeds run so far and the
+/// exit code is 128 + the signal's number.
 int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fault_level level) {
-  std::vector<std::uint64_t> failed;
-  double simulated = 0, real = 0;
+  sweep_tally tally;
   auto total = seeds.last - seeds.first + 1;
   auto last_progress = std::chrono::steady_clock::now();
+  int stopped_by = 0;
   for (auto seed = seeds.first; seed <= seeds.last; ++seed) {
+    if ((stopped_by = take_stop_signal()) != 0) break;
     auto options = options_for(f, d, level, seed);
     auto report = sim::run_seed(options);
-    simulated += report.simulated_s;
-    real += report.real_s;
-    if (total == 1) {
-      std::cout << "faults: " << report.plan << "\n";
-      if (!report.fault_sites.empty()) std::cout << "fault sites fired: " << report.fault_sites << "\n";
-      if (f.trace) {
-        for (auto& e : report.events) std::cout << "  " << e.text << "\n";
-      }
-    }
-    if (report.passed()) {
-      if (total == 1) std::cout << "seed " << seed << ": passed, " << summary(report) << std::endl;
-    } else {
-      failed.push_back(seed);
+    ++tally.run;
+    tally.simulated_s += report.simulated_s;
+    tally.real_s += report.real_s;
+    if (total == 1) print_single(f, report);
+    if (!report.passed()) {
+      tally.failed.push_back(options);
       print_failure(report, options);
     }
     auto now = std::chrono::steady_clock::now();
     if (total > 1 && (now - last_progress > std::chrono::seconds{2} || seed == seeds.last)) {
       last_progress = now;
-      std::cout << fmt::format("[{}/{}] {} passed, {} failed, {:.0f}x real time", seed - seeds.first + 1,
-                               total, seed - seeds.first + 1 - failed.size(), failed.size(),
-                               real > 0 ? simulated / real : 0.0)
-                << std::endl;
+      print_progress(tally, total);
     }
   }
-  if (total > 1) {
-    std::cout << fmt::format("{} seeds: {} passed, {} failed", total, total - failed.size(), failed.size());
-    for (auto s : failed) std::cout << " " << s;
-    std::cout << fmt::format("\nsimulated {:.0f}s in {:.1f}s", simulated, real) << "\n";
+  if (stopped_by != 0) {
+    std::cout << fmt::format("stopped by {} after {} of {} seeds", signal_name(stopped_by), tally.run, total)
+              << std::endl;
   }
-  std::cout << fmt::format("figure sim_speedup {:.1f} ratio", real > 0 ? simulated / real : 0.0) << std::endl;
-  return failed.empty() ? exit_ok : exit_failed;
+  if (total > 1) print_sweep_summary(tally);
+  std::cout << fmt::format("figure sim_speedup {:.1f} ratio", tally.speedup()) << std::endl;
+  if (stopped_by != 0) return 128 + stopped_by;
+  return tally.failed.empty() ? exit_ok : exit_failed;
 }
 
 int run_sim(const sim_flags& f) {

@@ -21,6 +21,13 @@ void block_stop_signals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+int take_stop_signal() {
+  auto set = stop_signals();
+  timespec none{0, 0};
+  int signal = sigtimedwait(&set, nullptr, &none);
+  return signal > 0 ? signal : 0;
+}
+
 void wait_for_stop_signal() {
   auto set = stop_signals();
   int signal = 0;

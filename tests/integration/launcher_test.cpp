@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include "tests/support/process.hpp"
@@ -89,4 +90,27 @@ TEST_CASE("launcher: an unparsable listen address is rejected") {
   auto r = sluice::test::run(sluice_bin, {"master", "--listen", "not-an-address"});
   CHECK(r.exit_code == 2);
   CHECK(contains(r.err, "not-an-address"));
+}
+
+TEST_CASE("launcher: a long sim sweep stops on SIGTERM or SIGINT with the summary of the seeds run so far") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    sluice::test::process sim{sluice_bin, {"sim", "--seeds", "1..100000", "--faults", "light", "--duration", "2s"}};
+    // The first progress line comes after about two seconds of seeds.
+    bool progress = false;
+    for (int lines = 0; lines < 1000 && !progress; ++lines) {
+      auto line = sim.read_line(std::chrono::seconds{30});
+      if (!line) break;
+      progress = line->starts_with("[");
+    }
+    REQUIRE(progress);
+    sim.signal(sig);
+    auto code = sim.wait(std::chrono::seconds{20});
+    REQUIRE(code.has_value());
+    CHECK(*code == 128 + sig);
+    auto out = sim.read_all(std::chrono::seconds{5});
+    CHECK(contains(out, sig == SIGTERM ? "stopped by SIGTERM after " : "stopped by SIGINT after "));
+    CHECK(contains(out, " seeds: "));
+    CHECK(contains(out, " of 100000 seeds"));
+    CHECK(contains(out, "figure sim_speedup"));
+  }
 }
