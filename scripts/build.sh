@@ -3,7 +3,9 @@
 # builds Sluice into build/. Idempotent: a second run only rebuilds what
 # changed.
 #
-#   scripts/build.sh            # RelWithDebInfo into build/
+#   scripts/build.sh            # everything, RelWithDebInfo into build/
+#   scripts/build.sh quickstart # only the library, the launcher and the example
+#   scripts/build.sh sluice     # any targets named: only those and what they need
 #   BUILD_DIR=out scripts/build.sh
 set -euo pipefail
 
@@ -15,4 +17,6 @@ jobs="${JOBS:-2}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S "$root" -B "$build_dir" -G Ninja -DSLUICE_WERROR="${SLUICE_WERROR:-ON}"
 fi
-cmake --build "$build_dir" -j "$jobs"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
