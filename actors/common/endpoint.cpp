@@ -9,6 +9,7 @@
 #include <caf/send.hpp>
 
 #include "actors/common/atoms.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
@@ -101,12 +102,7 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
   }
   requests_seen_.erase(requests_seen_.lower_bound({link, 0, false}),
                        requests_seen_.upper_bound({link, std::numeric_limits<std::uint64_t>::max(), true}));
-  // Collect first: a handler may send new requests while we iterate.
-  std::vector<std::uint64_t> failed;
-  for (auto& [id, p] : pending_) {
-    if (p.link == link) failed.push_back(id);
-  }
-  for (auto id : failed) {
+  for (auto id : requests_.ids_where([link](const pending_request& p) { return p.link == link; })) {
     finish(id, error{errc::unavailable, "link lost before the reply came: " + reason.to_string()}, true);
   }
   return gone;
@@ -115,11 +111,10 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
 void endpoint::sweep() {
   sweep_at_.reset();
   auto now_ = now();
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now_) {
-    auto id = deadlines_.begin()->second;
-    finish(id, error{errc::timeout, "no reply before the deadline"}, true);
+  while (auto id = requests_.first_expired(now_)) {
+    finish(*id, error{errc::timeout, "no reply before the deadline"}, true);
   }
-  if (!deadlines_.empty()) arm_sweep(deadlines_.begin()->first);
+  if (auto next = requests_.next_deadline()) arm_sweep(*next);
 }
 
 result<transport::link_id> endpoint::connect(std::string_view address) {
@@ -153,11 +148,13 @@ std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared
     on_reply(error{errc::timeout, "the deadline passed before the request was sent"}, false);
     return 0;
   }
-  if (pending_.size() >= max_pending_requests) {
+  if (requests_.full()) {
     on_reply(error{errc::overloaded, "too many requests in flight on this node"}, false);
     return 0;
   }
-  auto id = next_request_id_++;
+  auto opened = requests_.open(deadline, pending_request{link, std::move(on_reply), options.target, options.into});
+  SLUICE_ASSERT(opened.ok());
+  auto id = *opened;
   wire::envelope env;
   env.request_id = id;
   env.source = me_.id;
@@ -165,8 +162,6 @@ std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared
   env.deadline_us = remaining_us(now_, deadline);
   if (stamp_) env.after = stamp_();
   env.body = std::move(body);
-  pending_.emplace(id, pending_request{link, deadline, std::move(on_reply), options.target, options.into});
-  deadlines_.emplace(deadline, id);
   arm_sweep(deadline);
   // Posted before the request leaves, so the reply can never come first.
   if (options.into) net_.expect_payload(link, id, *options.into);
@@ -274,12 +269,12 @@ std::vector<std::uint64_t> endpoint::peers_in_role(role r, clock_time heard_sinc
 
 void endpoint::deliver_reply(wire::message msg) {
   auto id = msg.env.reply_to;
-  auto it = pending_.find(id);
-  if (it == pending_.end()) {
+  auto* found = requests_.find(id);
+  if (found == nullptr) {
     log_->debug("reply to request {} came after it finished; dropped", id);
     return;
   }
-  auto& p = it->second;
+  auto& p = *found;
   if (auto* e = std::get_if<wire::error_reply>(&msg.env.body)) {
     // An answer from someone else than the addressee is a relay's: it
     // could not pass the request on, so the path failed, not the request.
@@ -311,15 +306,12 @@ result<void> endpoint::place_payload(wire::message& msg, const transport::receiv
 }
 
 void endpoint::finish(std::uint64_t id, result<wire::message> outcome, bool path_failed) {
-  auto it = pending_.find(id);
-  if (it == pending_.end()) return;
-  auto handler = std::move(it->second.on_reply);
+  auto p = requests_.close(id);
+  if (!p) return;
   // The transport no longer needs to keep the slot for a reply that may
   // still come: whoever waited has stopped waiting.
-  if (it->second.into) net_.forget_payload(it->second.link, id);
-  deadlines_.erase({it->second.deadline, id});
-  pending_.erase(it);
-  handler(std::move(outcome), path_failed);
+  if (p->into) net_.forget_payload(p->link, id);
+  p->on_reply(std::move(outcome), path_failed);
 }
 
 void endpoint::arm_sweep(clock_time deadline) {

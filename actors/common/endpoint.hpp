@@ -20,8 +20,10 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
+#include "actors/client/request_table.hpp"
 #include "actors/common/atoms.hpp"
 #include "actors/common/replay_window.hpp"
 #include "runtime/buggify.hpp"
@@ -33,13 +35,11 @@ namespace sluice {
 
 using clock_time = caf::actor_clock::time_point;
 using clock_duration = caf::actor_clock::duration_type;
+static_assert(std::is_same_v<clock_time, request_time>, "requests are timed by the actor clock");
 
 /// Bound on the deadline of any request, including one whose sender gave
 /// none: nothing waits forever.
 inline constexpr std::chrono::seconds max_request_timeout{300};
-/// Bound on requests one endpoint keeps pending; beyond it new requests
-/// fail with `overloaded` instead of growing memory without limit.
-inline constexpr std::size_t max_pending_requests = 1 << 20;
 
 struct peer_info {
   node_id id;
@@ -166,12 +166,11 @@ class endpoint {
   const identity& me() const { return me_; }
   const logger_ptr& log() const { return log_; }
   fault_sites* faults() const { return faults_; }
-  std::size_t pending_count() const { return pending_.size(); }
+  std::size_t pending_count() const { return requests_.size(); }
 
  private:
   struct pending_request {
     transport::link_id link;
-    clock_time deadline;
     path_reply_handler on_reply;
     node_id target;  ///< 0: the link's peer
     std::optional<transport::receive_slot> into;
@@ -203,10 +202,8 @@ class endpoint {
   // link (rpc_routes.hpp). Each sender's ids grow, not the two together.
   std::map<std::tuple<transport::link_id, std::uint64_t, bool>, replay_window> requests_seen_;
   forwarder forwarder_;
-  std::map<std::uint64_t, pending_request> pending_;
-  std::set<std::pair<clock_time, std::uint64_t>> deadlines_;
+  request_table<pending_request> requests_{max_pending_requests};
   std::optional<clock_time> sweep_at_;
-  std::uint64_t next_request_id_ = 1;
   std::set<transport::link_id> held_links_;
   bool flush_queued_ = false;
   bool in_batch_ = false;

@@ -1,8 +1,11 @@
 #include <chrono>
 #include <unordered_map>
+#include <variant>
 
 #include "api/src/client_impl.hpp"
+#include "actors/client/request_table.hpp"
 #include "actors/common/endpoint.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_direct.hpp"
@@ -14,7 +17,9 @@ namespace {
 struct direct_entry {
   std::weak_ptr<int> client_alive;
   std::unique_ptr<transport::shm_direct> channel;
-  std::uint64_t next_request = 1;
+  /// The thread's call in flight: one at a time, as the channel allows
+  /// (a thread waits for each answer before it asks again).
+  request_table<std::monostate> calls{1};
   bool failed = false;  // opening failed: this thread goes the usual way
 };
 
@@ -51,13 +56,18 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
     }
     e.channel = std::move(*opened);
   }
+  auto deadline = request_clock::now() + timeout;
+  auto id = e.calls.open(deadline, {});
+  SLUICE_ASSERT(id.ok());
   wire::envelope env;
-  env.request_id = e.next_request++;
+  env.request_id = *id;
   env.source = c.host->id();
   env.deadline_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count());
   env.body = request;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
   auto msg = e.channel->call(wire::encode(env, payload), env.request_id, deadline);
+  // Answered, timed out or broken: the call is over either way, and an
+  // answer that comes late is skipped by the channel.
+  e.calls.close(*id);
   if (!msg) return result<wire::message>{std::move(msg).error()};
   if (auto* err = std::get_if<wire::error_reply>(&msg->env.body)) {
     return result<wire::message>{error{err->code, err->message}};

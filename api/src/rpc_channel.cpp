@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include "actors/common/endpoint.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/log.hpp"
 #include "runtime/wire/codec.hpp"
 #include "transports/shm/frame_copy.hpp"
@@ -56,18 +57,19 @@ std::uint64_t rpc_channel::request(wire::envelope env, shared_bytes payload, clo
     done(error{errc::unavailable, "the rpc link to the owner is closed"});
     return 0;
   }
-  auto id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  env.request_id = id;
-  env.deadline_us = remaining_us(clock::now(), deadline);
+  std::uint64_t id = 0;
   {
     std::lock_guard guard{pending_mutex_};
-    if (pending_.size() >= max_pending_requests) {
+    if (pending_.full()) {
       done(error{errc::overloaded, "too many rpc calls in flight on this client"});
       return 0;
     }
-    pending_.emplace(id, pending{deadline, std::move(done)});
-    deadlines_.emplace(deadline, id);
+    auto opened = pending_.open(deadline, std::move(done));
+    SLUICE_ASSERT(opened.ok());
+    id = *opened;
   }
+  env.request_id = id;
+  env.deadline_us = remaining_us(clock::now(), deadline);
   if (auto sent = send(wire::encode(env, std::move(payload))); !sent) {
     finish(id, sent.error());
     return 0;
@@ -87,45 +89,41 @@ result<void> rpc_channel::send(const wire::outbound_frame& frame) {
 }
 
 void rpc_channel::finish(std::uint64_t id, result<wire::message> outcome) {
-  reply_fn done;
+  std::optional<reply_fn> done;
   {
     std::lock_guard guard{pending_mutex_};
-    auto it = pending_.find(id);
-    if (it == pending_.end()) return;
-    done = std::move(it->second.done);
-    deadlines_.erase({it->second.deadline, id});
-    pending_.erase(it);
+    done = pending_.close(id);
   }
-  done(std::move(outcome));
+  // Outside the lock: the answer's handler may make the next call.
+  if (done) (*done)(std::move(outcome));
 }
 
 void rpc_channel::expire(clock::time_point now) {
   while (true) {
-    std::uint64_t id = 0;
+    std::optional<std::uint64_t> id;
     {
       std::lock_guard guard{pending_mutex_};
-      if (deadlines_.empty() || deadlines_.begin()->first > now) return;
-      id = deadlines_.begin()->second;
+      id = pending_.first_expired(now);
     }
-    finish(id, error{errc::timeout, "no answer before the deadline"});
+    if (!id) return;
+    finish(*id, error{errc::timeout, "no answer before the deadline"});
   }
 }
 
 rpc_channel::clock::time_point rpc_channel::next_wake(clock::time_point now) {
   std::lock_guard guard{pending_mutex_};
   auto until = now + nap;
-  if (!deadlines_.empty()) until = std::min(until, deadlines_.begin()->first);
+  if (auto next = pending_.next_deadline()) until = std::min(until, *next);
   return until;
 }
 
 void rpc_channel::fail_all(const error& why) {
-  std::map<std::uint64_t, pending> failed;
+  std::vector<reply_fn> failed;
   {
     std::lock_guard guard{pending_mutex_};
-    failed.swap(pending_);
-    deadlines_.clear();
+    for (auto id : pending_.ids_where([](const reply_fn&) { return true; })) failed.push_back(*pending_.close(id));
   }
-  for (auto& [id, p] : failed) p.done(why);
+  for (auto& done : failed) done(why);
 }
 
 void rpc_channel::dispatch(wire::message msg) {

@@ -15,13 +15,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 
+#include "actors/client/request_table.hpp"
 #include "runtime/wire/messages.hpp"
 #include "transports/shm/client_link.hpp"
 #include "transports/transport.hpp"
@@ -30,7 +29,7 @@ namespace sluice {
 
 class rpc_channel {
  public:
-  using clock = std::chrono::steady_clock;
+  using clock = request_clock;
   using reply_fn = std::function<void(result<wire::message>)>;
 
   /// What the channel's thread hands to its user.
@@ -70,11 +69,6 @@ class rpc_channel {
   std::thread::id thread_id() const noexcept { return thread_.get_id(); }
 
  private:
-  struct pending {
-    clock::time_point deadline;
-    reply_fn done;
-  };
-
   rpc_channel(std::shared_ptr<transport::shm::client_link> link, hooks h, std::chrono::microseconds spin);
   void run();
   void yielding_spin(transport::shm::ring& responses);
@@ -91,11 +85,11 @@ class rpc_channel {
   std::atomic<bool> usable_{true};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_{false};  // the destructor runs
-  std::atomic<std::uint64_t> next_id_{1};
 
-  std::mutex pending_mutex_;  // guards pending_, deadlines_
-  std::map<std::uint64_t, pending> pending_;
-  std::set<std::pair<clock::time_point, std::uint64_t>> deadlines_;
+  std::mutex pending_mutex_;  // guards pending_
+  /// The calls this client made that wait for their answers; they
+  /// complete on the channel's thread.
+  request_table<reply_fn> pending_{max_pending_requests};
 
   std::thread thread_;  // last: it starts once everything above exists
 };
