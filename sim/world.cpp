@@ -16,7 +16,7 @@
 #include "sim/sim_rdma.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
-#include "actors/owner/rpc_relay.hpp"
+#include "actors/owner/owner_hooks.hpp"
 #include "runtime/wire/codec.hpp"
 #include "runtime/assert.hpp"
 #include "runtime/storage/identity.hpp"
@@ -198,20 +198,19 @@ void world::start(int index) {
                    : rdma_              ? pool_for(n, index, cfg.owner.capacity_bytes)
                                         : std::make_shared<memory_store>(cfg.owner.capacity_bytes);
       auto fast = std::make_shared<fast_index>();
-      network_->set_fast_path(index, [this, fast, store, self, index](
-                                         transport::link_id link,
-                                         const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
-        auto answer = serve_fast(*fast, store.get(), self, link, frame, now_);
-        if (!answer) return std::nullopt;
-        auto& owner = *nodes_.at(static_cast<std::size_t>(index));
-        // No poller goes idle here: every request is a chance to report.
-        if (fast->notify_due() && owner.actor) caf::anon_send(owner.actor, commits_atom::value);
-        return transport::fast_taken{std::move(answer->reply)};
-      });
-      // The poller's relay runs here too, between the owner's clients.
       auto routes = std::make_shared<rpc_routes>([](transport::link_id) { return true; });
-      network_->set_relay(index, [this, routes, self](transport::link_id from, const wire::inbound_frame& frame) {
-        auto routed = relay_rpc(*routes, self, from, frame, now_);
+      // No poller goes idle here: every request is a chance to report.
+      auto hooks = make_owner_hooks({.self = self,
+                                     .index = fast,
+                                     .store = store,
+                                     .routes = routes,
+                                     .now = [this] { return now_; },
+                                     .report_commits = [sink = n.sink.get()] { sink->post(caf::make_message(commits_atom::value)); },
+                                     .notify = commit_notify::after_each_request});
+      network_->set_fast_path(index, hooks.fast_path);
+      // The poller's relay runs here too, between the owner's clients.
+      network_->set_relay(index, [this, relay = hooks.relay](transport::link_id from, const wire::inbound_frame& frame) {
+        auto routed = relay(from, frame);
         if (config_.rpc_relay_misroutes && routed && routed->to != 0) {
           auto head = wire::peek(frame);
           if (head && head->rpc && head->request_id != 0 && head->reply_to == 0) routed->to = from;

@@ -12,7 +12,7 @@
 #include "actors/client/client.hpp"
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
-#include "actors/owner/rpc_relay.hpp"
+#include "actors/owner/owner_hooks.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/identity.hpp"
 #include "runtime/storage/sqlite_store.hpp"
@@ -125,21 +125,16 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   // lease against the same one.
   std::shared_ptr<pool_store> pool{std::move(*store)};
   std::shared_ptr<object_store> values = pool;
-  shm.fast_path = [index = index_, values, sink = sink_.get(), self = id_](
-                      transport::link_id link, const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
-    auto answer = serve_fast(*index, values.get(), self, link, frame, std::chrono::steady_clock::now());
-    if (!answer) return std::nullopt;
-    if (answer->commits_waiting) sink->post(caf::make_message(commits_atom::value));
-    return transport::fast_taken{std::move(answer->reply)};
-  };
-  // Reports of the fast path's commits go when the poller has nothing else
-  // to do (or once a batch of them waits), not after every put.
-  shm.on_idle = [index = index_, sink = sink_.get()] {
-    if (index->notify_due()) sink->post(caf::make_message(commits_atom::value));
-  };
-  shm.relay = [routes = routes_, self = id_](transport::link_id from, const wire::inbound_frame& frame) {
-    return relay_rpc(*routes, self, from, frame, std::chrono::steady_clock::now());
-  };
+  auto hooks = make_owner_hooks({.self = id_,
+                                 .index = index_,
+                                 .store = values,
+                                 .routes = routes_,
+                                 .now = [] { return std::chrono::steady_clock::now(); },
+                                 .report_commits = [sink = sink_.get()] { sink->post(caf::make_message(commits_atom::value)); },
+                                 .notify = commit_notify::when_idle});
+  shm.fast_path = hooks.fast_path;
+  shm.on_idle = hooks.on_idle;
+  shm.relay = hooks.relay;
   // Clients over TCP take the same fast path, on the tcp transport's thread.
   tcp_->set_fast_path(shm.fast_path, shm.on_idle);
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
