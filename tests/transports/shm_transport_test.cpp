@@ -11,8 +11,10 @@
 
 #include "runtime/memory/pool.hpp"
 #include "tests/transports/test_sink.hpp"
+#include "transports/shm/client_link.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/shm_server.hpp"
+#include "transports/shm/waiter.hpp"
 
 namespace {
 
@@ -200,4 +202,55 @@ TEST_CASE("shm: a payload in the owner's pool is read in place and its lease com
   // The client let go of its only copy: the lease goes back within a nap.
   for (int i = 0; i < 500 && released == 0; ++i) std::this_thread::sleep_for(2ms);
   CHECK(released == 1);
+}
+
+TEST_CASE("shm: an owner stops reading a client that does not read its answers, and loses none of them") {
+  // Every request is answered on the poller with 64 KiB that go through
+  // the ring: 1 MiB of ring and 1 MiB of queue hold about 32 answers.
+  std::atomic<int> answered{0};
+  auto options = small_rings();
+  options.fast_path = [&answered](link_id, const wire::inbound_frame& frame) -> std::optional<fast_taken> {
+    ++answered;
+    auto n = sequence_of(frame);
+    return fast_taken{make_frame(n, patterned(64 << 10, n))};
+  };
+  transport_limits limits;
+  limits.max_queued_bytes = 1 << 20;
+  recording_sink owner_sink;
+  shm_server server{1, owner_sink, limits, options};
+  auto name = unique_name("unread");
+  REQUIRE(server.listen(name).ok());
+  auto link = shm::open_client_link(name, make_frame(0));
+  REQUIRE(link.ok());
+  auto& c = **link;
+  constexpr std::uint64_t requests = 200;
+  for (std::uint64_t i = 1; i <= requests; ++i) {
+    std::lock_guard guard{c.send_mutex};
+    REQUIRE(shm::write_locked(c, make_frame(i)));
+    shm::notify_poller(*c.requests, c.doorbell.get());
+  }
+  // Nothing reads the answers: the poller stops near the bound.
+  std::this_thread::sleep_for(300ms);
+  auto before_reading = answered.load();
+  CHECK(before_reading >= 16);
+  CHECK(before_reading <= 40);
+  // Reading them lets the rest through, every answer once and in order.
+  std::uint64_t next = 1;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (next <= requests && std::chrono::steady_clock::now() < until) {
+    auto record = c.responses->peek();
+    if (!record) {
+      std::this_thread::sleep_for(100us);
+      continue;
+    }
+    auto frame = shm::take_record(*link, *record, limits.frame);
+    c.responses->pop();
+    shm::notify_producer(*c.responses);
+    REQUIRE(frame.ok());
+    CHECK(sequence_of(*frame) == next);
+    CHECK(is_patterned(frame->payload, 64 << 10, next));
+    ++next;
+  }
+  CHECK(next == requests + 1);
+  CHECK(answered.load() == static_cast<int>(requests));
 }

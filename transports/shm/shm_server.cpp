@@ -1,5 +1,7 @@
 #include "transports/shm/shm_server.hpp"
 
+#include "runtime/assert.hpp"
+
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -12,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/assert.hpp"
 #include "transports/shm/frame_copy.hpp"
 
 namespace sluice::transport {
@@ -57,8 +60,11 @@ struct shm_server::client {
 
   std::mutex send_mutex;
   std::optional<shm::ring> responses;  // producer: under send_mutex
+  /// Frames for the client that found its response ring full, oldest
+  /// first; under send_mutex. Bounded: see queue_or_write().
   std::deque<wire::outbound_frame> overflow;
-  std::uint64_t overflow_bytes = 0;
+  /// Their bytes; written under send_mutex, read by the poller without it.
+  std::atomic<std::uint64_t> overflow_bytes{0};
   bool closed = false;  // under send_mutex
   // Payloads the client reads in place, by lease id; under send_mutex.
   std::unordered_map<std::uint64_t, shared_bytes> leases;
@@ -261,6 +267,10 @@ bool shm_server::drain(client& c) {
   bool any = false;
   bool relayed = false;  // a frame went from this client to another
   for (int n = 0; n < records_per_turn; ++n) {
+    // A client that does not read its answers gets no more until it
+    // does: its requests wait in its ring, and once that is full its
+    // writes fail with overloaded. So its queue stays within the bound.
+    if (over_queue_bound(c)) break;
     auto record = c.requests->peek();
     if (!record) break;
     any = true;
@@ -317,8 +327,17 @@ result<void> shm_server::fits(const client& c, const wire::outbound_frame& frame
   return shm::check_outbound(frame, c.responses->record_bytes_max() - 64);
 }
 
+bool shm_server::over_queue_bound(const client& c) const noexcept {
+  return c.overflow_bytes.load(std::memory_order_relaxed) >= limits_.max_queued_bytes;
+}
+
 bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
   if (c.overflow.empty() && write_locked(c, frame)) return shm::notify_consumer(*c.responses);
+  // The poller stops reading a client at the bound (drain), the relay
+  // stops passing frames to one (relay) and send() refuses what would
+  // cross it, so the one frame that crosses it is the most it is
+  // exceeded by.
+  SLUICE_ASSERT(c.overflow_bytes.load(std::memory_order_relaxed) <= limits_.max_queued_bytes);
   c.overflow_bytes += frame.size();
   c.overflow.push_back(std::move(frame));
   c.has_overflow.store(true, std::memory_order_release);
@@ -339,6 +358,9 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& rel
   }
   std::lock_guard guard{to->send_mutex};
   if (to->closed) return true;
+  // A reader whose queue is full: the frame goes the usual way, where
+  // sending it fails with overloaded and the caller is answered so.
+  if (over_queue_bound(*to)) return false;
   queue_or_write(*to, std::move(routed->frame));
   relayed = true;
   relayed_since_sleep_ = true;

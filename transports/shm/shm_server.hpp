@@ -106,7 +106,13 @@ class shm_server final : public transport {
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
   bool relay(link_id from, const wire::inbound_frame& frame, bool& relayed);
+  /// Writes a frame from the poller (a fast-path answer, a relayed call)
+  /// or queues it behind the others. REQUIRES: c.send_mutex held and
+  /// !over_queue_bound(c), so a client's queue holds at most
+  /// max_queued_bytes plus one frame.
   bool queue_or_write(client& c, wire::outbound_frame frame);
+  /// The client's queue holds max_queued_bytes or more.
+  bool over_queue_bound(const client& c) const noexcept;
   result<void> fits(const client& c, const wire::outbound_frame& frame) const;
   std::optional<shm::region_ref> in_pool(const shared_bytes& payload) const;
   void take_releases(client& c, std::span<const std::byte> ids);
