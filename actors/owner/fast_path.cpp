@@ -1,5 +1,6 @@
 #include "actors/owner/fast_path.hpp"
 
+#include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
@@ -132,8 +133,12 @@ std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& ke
   auto version = block_next_;
   if (!store.put(key, version, value)) return std::nullopt;
   ++block_next_;
+  // Just put, and nothing drops a version before the master has heard
+  // of it (evictions are granted by the master): it is there. Returning
+  // nothing now would hand the request to the actor after the store
+  // changed, and it would put the value a second time.
   auto bytes = store.get(key, version);
-  if (!bytes) return std::nullopt;  // cannot happen: just put
+  SLUICE_ASSERT(bytes.has_value());
   // The version this one replaces is nobody's current one any more: a
   // reader still holding its bytes keeps them alive.
   if (held != 0) store.drop(key, held);
@@ -188,9 +193,19 @@ bool fast_index::unsent() const {
   return unsent_from_ < reports_.size();
 }
 
-bool fast_index::first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id) {
+fast_index::arrival fast_index::first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id) {
   std::lock_guard guard{mutex_};
-  return seen_[{link, sender, (id >> 63) != 0}].first_time(id);
+  std::tuple key{link, sender, (id >> 63) != 0};
+  auto it = seen_.find(key);
+  if (it == seen_.end()) {
+    // A new sender (or top bit) on this link: within the bound only.
+    auto from = seen_.lower_bound({link, 0, false});
+    auto tracked = std::size_t{0};
+    for (auto at = from; at != seen_.end() && std::get<0>(at->first) == link; ++at) ++tracked;
+    if (tracked >= windows_per_link_max) return arrival::untracked;
+    it = seen_.emplace(key, replay_window{}).first;
+  }
+  return it->second.first_time(id) ? arrival::first : arrival::repeat;
 }
 
 void fast_index::forget_link(std::uint64_t link) {
@@ -229,7 +244,11 @@ std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, no
   if (msg->env.target.value != 0 && msg->env.target != self) return std::nullopt;
   // Every request of the link passes here first: a repeat is dropped
   // whichever path served the original.
-  if (!index.first_time(link, msg->env.source.value, msg->env.request_id)) return fast_answer{std::nullopt};
+  switch (index.first_time(link, msg->env.source.value, msg->env.request_id)) {
+    case fast_index::arrival::repeat: return fast_answer{std::nullopt};
+    case fast_index::arrival::untracked: return std::nullopt;
+    case fast_index::arrival::first: break;
+  }
   if (!index.enabled(now)) return std::nullopt;
   if (auto* get = std::get_if<wire::kv_get>(&msg->env.body)) {
     auto found = index.find(get->key);

@@ -168,13 +168,25 @@ class fast_index {
 
   // --- repeats ---------------------------------------------------------------
 
-  /// True the first time request `id` of `sender` arrives on `link` here;
-  /// a repeat (a frame delivered twice) is dropped, like the endpoint
-  /// drops repeats of what it serves. Per sender, and per the top bit of
-  /// the id, as the endpoint keeps them: a link between owners carries the
-  /// requests of many senders, and an owner's RPC relay numbers the calls
-  /// it passes on with that bit set.
-  bool first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id);
+  /// Repeat windows one link keeps (one per sender and top bit). A link
+  /// between owners carries the requests of a few senders; a client's
+  /// carries its own, whatever source its frames claim, so a client that
+  /// claims many cannot grow the table: past the bound the fast path
+  /// leaves a new sender's requests to the owner actor, whose endpoint
+  /// keys repeats by the greeted peer.
+  static constexpr std::size_t windows_per_link_max = 128;
+  enum class arrival {
+    first,      ///< recorded: serve it
+    repeat,     ///< a frame delivered twice: drop it
+    untracked,  ///< a sender past windows_per_link_max: not for the fast path
+  };
+  /// Whether request `id` of `sender` arrives on `link` for the first
+  /// time; a repeat is dropped, like the endpoint drops repeats of what
+  /// it serves. Per sender, and per the top bit of the id, as the endpoint
+  /// keeps them: an owner's RPC relay numbers the calls it passes on with
+  /// that bit set. A sender is tracked from its first request on, or
+  /// never, so each of its requests goes through the same filter.
+  arrival first_time(std::uint64_t link, std::uint64_t sender, std::uint64_t id);
   /// The link went down: its window goes.
   void forget_link(std::uint64_t link);
 
