@@ -15,18 +15,24 @@ void actor_sink::bind(caf::actor target) {
   early_.clear();
 }
 
-void actor_sink::deliver(caf::message msg) {
+result<void> actor_sink::deliver(caf::message msg) {
   std::lock_guard guard{mutex_};
   release_held_locked();
-  deliver_locked(std::move(msg));
+  return deliver_locked(std::move(msg));
 }
 
-void actor_sink::deliver_locked(caf::message msg) {
-  if (!target_) {
-    early_.push_back(std::move(msg));
-    return;
+result<void> actor_sink::deliver_locked(caf::message msg) {
+  if (target_) {
+    caf::anon_send(target_, std::move(msg));
+    return {};
   }
-  caf::anon_send(target_, std::move(msg));
+  if (early_.size() >= early_messages_max) {
+    log_->warn("an event for the node's actor was dropped: {} arrived before the actor was bound",
+               early_messages_max);
+    return fail(errc::overloaded, "the node is starting and holds too many events already");
+  }
+  early_.push_back(std::move(msg));
+  return {};
 }
 
 // One message for every frame held: the actor takes a wake-up's frames in
@@ -35,15 +41,15 @@ void actor_sink::release_held_locked() {
   if (held_.empty()) return;
   if (held_.size() == 1) {
     auto& item = held_.front();
-    deliver_locked(caf::make_message(inbound_atom::value, item.link, std::move(item.msg)));
+    (void)deliver_locked(caf::make_message(inbound_atom::value, item.link, std::move(item.msg)));
   } else {
-    deliver_locked(caf::make_message(inbound_batch_atom::value, std::move(held_)));
+    (void)deliver_locked(caf::make_message(inbound_batch_atom::value, std::move(held_)));
   }
   held_.clear();
 }
 
 void actor_sink::on_link_up(transport::link_id link, const std::string& peer) {
-  deliver(caf::make_message(link_up_atom::value, link, peer));
+  (void)deliver(caf::make_message(link_up_atom::value, link, peer));
 }
 
 result<void> actor_sink::on_frame(transport::link_id link, wire::inbound_frame frame) {
@@ -53,8 +59,7 @@ result<void> actor_sink::on_frame(transport::link_id link, wire::inbound_frame f
     log_->debug("link {:#x}: undecodable frame: {}", link, msg.error().to_string());
     return std::move(msg).error();
   }
-  deliver(caf::make_message(inbound_atom::value, link, std::move(*msg)));
-  return {};
+  return deliver(caf::make_message(inbound_atom::value, link, std::move(*msg)));
 }
 
 result<void> actor_sink::on_frame_held(transport::link_id link, wire::inbound_frame frame) {
@@ -74,7 +79,7 @@ void actor_sink::end_of_frames() {
 }
 
 void actor_sink::on_link_down(transport::link_id link, const error& reason) {
-  deliver(caf::make_message(link_down_atom::value, link, reason));
+  (void)deliver(caf::make_message(link_down_atom::value, link, reason));
 }
 
 }  // namespace sluice

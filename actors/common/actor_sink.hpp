@@ -35,17 +35,23 @@ class actor_sink final : public transport::link_sink {
 
   /// Sends `msg` to the actor (held until bind, like link events). Any
   /// thread.
-  void post(caf::message msg) { deliver(std::move(msg)); }
+  void post(caf::message msg) { (void)deliver(std::move(msg)); }
+
+  /// Events held before bind(): a node binds its actor right after it
+  /// spawns it, so only what its init set off arrives earlier. Beyond
+  /// this a frame is refused with `overloaded` (its link closes) and any
+  /// other event is dropped with a log line.
+  static constexpr std::size_t early_messages_max = 1 << 14;
 
  private:
-  void deliver(caf::message msg);
-  void deliver_locked(caf::message msg);
+  result<void> deliver(caf::message msg);
+  result<void> deliver_locked(caf::message msg);
   void release_held_locked();
 
   logger_ptr log_;
   std::mutex mutex_;
   caf::actor target_;                 // guarded by mutex_
-  std::vector<caf::message> early_;   // guarded by mutex_; empty once bound
+  std::vector<caf::message> early_;   // guarded by mutex_; empty once bound; early_messages_max at most
   std::vector<inbound_item> held_;    // guarded by mutex_: decoded, not yet sent
 };
 

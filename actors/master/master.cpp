@@ -8,6 +8,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
 #include "actors/master/directory.hpp"
 #include "actors/master/membership.hpp"
@@ -299,7 +300,11 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
   st.dir.advance(st.wall_ms());
   auto ctx = st.ep->context_of(link, msg);
-  const peer_info& peer = *st.ep->peer(link);
+  // The endpoint hands on only frames of links it knows, and a request
+  // held for commits checks its link again before it comes here.
+  const peer_info* known = st.ep->peer(link);
+  SLUICE_ASSERT(known != nullptr);
+  const peer_info& peer = *known;
   std::visit(
       overloaded{
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },

@@ -97,3 +97,27 @@ TEST_CASE("actor sink: an undecodable held frame is refused at once") {
   f.sink.end_of_frames();
   CHECK(f.nothing_waiting());
 }
+
+TEST_CASE("actor sink: before its actor is bound it holds a bounded number of frames, refuses more, and delivers what it held") {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  sluice::actor_sink sink{sluice::get_logger("test")};
+  constexpr auto bound = sluice::actor_sink::early_messages_max;
+  for (std::uint64_t i = 1; i <= bound; ++i) REQUIRE(static_cast<bool>(sink.on_frame(1, frame_of(i))));
+  auto refused = sink.on_frame(1, frame_of(bound + 1));
+  REQUIRE_FALSE(static_cast<bool>(refused));
+  CHECK(refused.code() == sluice::errc::overloaded);
+  sink.bind(caf::actor_cast<caf::actor>(self));
+  std::uint64_t next = 1;
+  bool more = true;
+  while (more) {
+    self->receive(
+        [&](sluice::inbound_atom, std::uint64_t, wire::message& msg) {
+          CHECK(msg.env.request_id == next);
+          ++next;
+        },
+        caf::after(200ms) >> [&] { more = false; });
+  }
+  CHECK(next == bound + 1);
+}
