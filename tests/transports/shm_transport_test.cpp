@@ -254,3 +254,44 @@ TEST_CASE("shm: an owner stops reading a client that does not read its answers, 
   CHECK(next == requests + 1);
   CHECK(answered.load() == static_cast<int>(requests));
 }
+
+TEST_CASE("shm: a client that holds more values than its lease bound is disconnected, which releases them all") {
+  auto p = pool::create({"shm-lease-bound", 4u << 20, 4u << 20, false, prefault_mode::none});
+  REQUIRE(p.ok());
+  auto r = (*p)->allocate(4096);
+  REQUIRE(r.ok());
+  auto bytes = (*p)->resolve(*r).value();
+  std::atomic<int> released{0};
+  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
+  shared_bytes payload{keeper, bytes};
+  keeper.reset();
+
+  recording_sink owner_sink, client_sink;
+  auto options = small_rings();
+  options.leases_per_client_max = 8;
+  options.segments.push_back({(*p)->segment_at(0).fd(), (*p)->segment_at(0).size_bytes(),
+                              (*p)->segment_at(0).base()});
+  shm_server server{1, owner_sink, {}, options};
+  auto name = unique_name("lease-bound");
+  REQUIRE(server.listen(name).ok());
+  shm_client client{2, client_sink};
+  auto link = client.connect(name);
+  REQUIRE(link.ok());
+  REQUIRE(client_sink.wait_link_up(*link));
+  auto server_link = owner_sink.wait_up();
+  REQUIRE(server_link.has_value());
+  // The recording client keeps every frame, so it never releases a lease.
+  for (std::uint64_t i = 0; i < 8; ++i) REQUIRE(server.send(*server_link, make_frame(i, payload)).ok());
+  REQUIRE(client_sink.wait_frames(*link, 8));
+  (void)server.send(*server_link, make_frame(8, payload));
+  auto down = owner_sink.wait_down(*server_link);
+  REQUIRE(down.has_value());
+  CHECK(client_sink.wait_down(*link).has_value());
+  CHECK(client_sink.frames(*link).size() == 8);
+  // The owner let go of all eight leases when it closed the link: once
+  // the test's own reference goes, nothing holds the value.
+  payload = {};
+  auto until = std::chrono::steady_clock::now() + 2s;
+  while (released == 0 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  CHECK(released == 1);
+}

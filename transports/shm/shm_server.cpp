@@ -143,6 +143,15 @@ bool shm_server::write_locked(client& c, const wire::outbound_frame& frame) {
   shm::record_prefix prefix{static_cast<std::uint32_t>(ref ? shm::record_kind::frame_by_ref : shm::record_kind::frame), 0};
   std::memcpy(out, &prefix, sizeof prefix);
   out += sizeof prefix;
+  if (ref && c.leases.size() >= options_.leases_per_client_max) {
+    // Dropped, and the link closes (which ends whatever waited for it).
+    if (!c.close_requested.exchange(true)) {
+      log_->warn("closing shm link {:#x} from {}: it holds {} values it has not released", c.id, c.peer,
+                 c.leases.size());
+      wake();
+    }
+    return true;
+  }
   if (ref) {
     // The client reads the payload where it is; keep it alive until it
     // says it is done.

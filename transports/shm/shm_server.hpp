@@ -47,6 +47,12 @@ struct shm_segment {
 struct shm_server_options {
   /// Bytes of each ring (a power of two); a frame must fit in half of it.
   std::uint32_t ring_bytes = 16u << 20;
+  /// Values one client may hold by reference at once (each lease keeps a
+  /// value's pool memory until the client releases it). A client's
+  /// library releases a value when its last view goes; one that holds
+  /// more than this is treated as broken: its link is closed, which
+  /// releases them all.
+  std::size_t leases_per_client_max = 1 << 18;
   /// How long the poller keeps spinning after the last record. Why 50 µs:
   /// a client that answers and asks again within that time finds the
   /// poller awake (no wake-up, well under a microsecond per hop); an idle
