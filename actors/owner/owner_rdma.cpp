@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 
@@ -52,15 +53,11 @@ using job_ptr = std::shared_ptr<rdma_job>;
 
 namespace {
 
-/// Leases held for other owners at once; more answer overloaded.
-constexpr std::size_t leases_max = 4096;
 /// A lease lasts as long as its request's deadline, at most this long...
 constexpr std::chrono::seconds lease_max{60};
 /// ...and this much longer: a reader whose reads completed just before
 /// its deadline may still be copying.
 constexpr std::chrono::seconds lease_grace{1};
-/// Readers with a pair into this owner, at most.
-constexpr std::size_t in_pairs_max = 4096;
 
 std::string peer_name(self_ptr self, node_id id) {
   auto it = self->state.owners.find(id);
@@ -184,7 +181,8 @@ void pump(self_ptr self, const job_ptr& j) {
       j->why = error{posted.code(), "posting an rdma read failed: " + posted.error().message()};
       break;
     }
-    st.rdma.reads.emplace(work, std::pair{j, length});
+    auto [at, fresh] = st.rdma.reads.emplace(work, std::pair{j, length});
+    SLUICE_ASSERT(fresh);
     j->in_flight += 1;
     j->next += length;
   }
@@ -215,6 +213,7 @@ void start_reads(self_ptr self, const wire::replica& from, const wire::rdma_leas
   j->into = std::move(into);
   j->done = std::move(done);
   j->deadline = deadline;
+  SLUICE_ASSERT(st.rdma.jobs.size() < rdma_jobs_max);
   st.rdma.jobs.emplace(j->id, j);
   arm_overdue(self, j);
   pump(self, j);
@@ -225,6 +224,9 @@ void start_reads(self_ptr self, const wire::replica& from, const wire::rdma_leas
 bool rdma_wanted(self_ptr self, const wire::replica& from, const shared_bytes& into) {
   auto& st = self->state;
   if (st.rdma.path == nullptr || into.empty()) return false;
+  // Past a bound the read goes over tcp, which has its own.
+  if (st.rdma.jobs.size() >= rdma_jobs_max) return false;
+  if (!st.rdma.out.contains(from.owner) && st.rdma.out.size() >= rdma_out_pairs_max) return false;
   if (st.links.choose(from.owner.value, st.ep->now()) != path_kind::rdma) return false;
   auto where = st.store->locate(into);
   if (!where) return false;
@@ -314,7 +316,7 @@ void serve_rdma_connect(self_ptr self, const request_context& ctx, const wire::r
     return st.ep->reply_error(ctx, error{errc::unavailable, "this owner uses the " + rs.path->provider() +
                                                                  " rdma provider, the reader " + c.provider});
   }
-  if (!rs.in.contains(ctx.source) && rs.in.size() >= in_pairs_max) {
+  if (!rs.in.contains(ctx.source) && rs.in.size() >= rdma_in_pairs_max) {
     return st.ep->reply_error(ctx, error{errc::overloaded, "too many owners read this one over rdma"});
   }
   auto opened = rs.path->open_pair();
@@ -352,7 +354,7 @@ void serve_rdma_lease(self_ptr self, const request_context& ctx, const wire::fet
     return st.ep->reply_error(
         ctx, error{errc::invalid_argument, "the value does not lie in registered memory here; read it over tcp"});
   }
-  if (rs.leases.size() >= leases_max) {
+  if (rs.leases.size() >= rdma_leases_max) {
     return st.ep->reply_error(ctx, error{errc::overloaded, "too many rdma leases held; read over tcp"});
   }
   auto now = st.ep->now();

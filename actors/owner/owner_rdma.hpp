@@ -30,6 +30,19 @@ struct rdma_held {
   clock_time until;
 };
 
+/// Bounds of the maps below; each is checked where the map grows.
+/// Leases held for other owners at once; more answer overloaded (the
+/// reader then reads over tcp).
+inline constexpr std::size_t rdma_leases_max = 4096;
+/// Readers with a pair into this owner; more answer overloaded.
+inline constexpr std::size_t rdma_in_pairs_max = 4096;
+/// Owners this one reads through pairs of its own; reads from others go
+/// over tcp.
+inline constexpr std::size_t rdma_out_pairs_max = 4096;
+/// Values being read over rdma at once; more go over tcp. The posted
+/// reads are at most this many times [links] transfer_window.
+inline constexpr std::size_t rdma_jobs_max = 1024;
+
 struct rdma_state {
   /// Null: this owner has no RDMA path.
   transport::rdma_path* path = nullptr;
