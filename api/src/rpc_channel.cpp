@@ -29,7 +29,7 @@ result<std::shared_ptr<rpc_channel>> rpc_channel::open(const std::string& addres
 }
 
 rpc_channel::rpc_channel(std::shared_ptr<transport::shm::client_link> link, hooks h, std::chrono::microseconds spin)
-    : link_(std::move(link)), hooks_(std::move(h)), spin_us_(spin.count()), thread_([this] { run(); }) {}
+    : link_(std::move(link)), hooks_(std::move(h)), spin_us_(spin.count()), spin_(spin), thread_([this] { run(); }) {}
 
 rpc_channel::~rpc_channel() {
   closing_ = true;
@@ -142,14 +142,25 @@ void rpc_channel::dispatch(wire::message msg) {
 }
 
 void rpc_channel::yielding_spin(transport::shm::ring& responses) {
-  auto spin = std::chrono::microseconds{spin_us_.load(std::memory_order_relaxed)};
+  spin_.set_max(std::chrono::microseconds{spin_us_.load(std::memory_order_relaxed)});
+  auto spin = spin_.next_budget();
   if (spin.count() == 0) return;
   // Spinning with sched_yield: on a core of its own this is a plain spin;
   // on a core shared with the owner's poller (or anything else), whoever
   // else is runnable runs at each turn, so the spin never keeps the owner
-  // from passing the next call on.
-  auto until = clock::now() + spin;
-  while (!stopping_ && !responses.peek().has_value() && !responses.closed() && clock::now() < until) ::sched_yield();
+  // from passing the next call on. A turn that hands the core away for
+  // long (a busy host: the other thread ran a whole slice) ends the spin,
+  // and the policy spins less next time.
+  auto looked = clock::now();
+  auto until = looked + spin;
+  while (!stopping_) {
+    if (responses.peek().has_value() || responses.closed()) return spin_.paid();
+    ::sched_yield();
+    auto now = clock::now();
+    if (now >= until || transport::shm::spin_policy::preempted(now - looked)) break;
+    looked = now;
+  }
+  spin_.wasted();
 }
 
 void rpc_channel::run() {

@@ -23,6 +23,7 @@
 #include "actors/client/request_table.hpp"
 #include "runtime/wire/messages.hpp"
 #include "transports/shm/client_link.hpp"
+#include "transports/shm/spin_policy.hpp"
 #include "transports/transport.hpp"
 
 namespace sluice {
@@ -82,6 +83,9 @@ class rpc_channel {
   hooks hooks_;
   transport::transport_limits limits_;
   std::atomic<std::int64_t> spin_us_;
+  /// How long the channel's thread spins now: up to spin_us_, as long as
+  /// spinning pays. The thread's own.
+  transport::shm::spin_policy spin_;
   std::atomic<bool> usable_{true};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_{false};  // the destructor runs

@@ -16,6 +16,7 @@
 
 #include "runtime/assert.hpp"
 #include "transports/shm/frame_copy.hpp"
+#include "transports/shm/spin_policy.hpp"
 
 namespace sluice::transport {
 namespace {
@@ -223,10 +224,15 @@ void shm_server::shutdown() {
 
 void shm_server::run() {
   auto idle_since = std::chrono::steady_clock::now();
+  auto looked = idle_since;  // the last look at the clock while idle
+  // How long this idle spell may spin: as long as spinning pays.
+  shm::spin_policy policy{options_.spin};
+  std::chrono::nanoseconds budget{0};
   int spins = 0;
   int idle_spins = 0;
   while (!stopping_) {
     if (serve_all()) {
+      if (idle_spins > 0) policy.paid();  // the next request came while we spun
       idle_spins = 0;
       if (++spins % spins_per_event_check == 0) handle_events(0);
       continue;
@@ -234,17 +240,22 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
-      // A reader that spins on this core for the next relayed frame (a
-      // handler next to its owner) gets its turn now and then.
-      if (relayed_since_sleep_) ::sched_yield();
       auto now = std::chrono::steady_clock::now();
-      if (idle_spins == 1) idle_since = now;
-      if (now - idle_since >= options_.spin) {
+      if (idle_spins == 1) {
+        idle_since = now;
+        looked = now;
+        budget = policy.next_budget();
+      }
+      // Out of budget, or preempted (another thread had the core: on a
+      // busy host spinning takes the time of whoever waits for a core).
+      if (now - idle_since >= budget || shm::spin_policy::preempted(now - looked)) {
+        if (budget.count() > 0) policy.wasted();
         if (options_.on_idle) options_.on_idle();
         sleep_until_work();
         idle_spins = 0;
         continue;
       }
+      looked = now;
     }
     cpu_relax();
     if (++spins % spins_per_event_check == 0) handle_events(0);
@@ -274,7 +285,6 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
-  bool relayed = false;  // a frame went from this client to another
   for (int n = 0; n < records_per_turn; ++n) {
     // A client that does not read its answers gets no more until it
     // does: its requests wait in its ring, and once that is full its
@@ -300,7 +310,7 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
-    if (c.greeted && options_.relay && relay(c.id, *frame, relayed)) continue;
+    if (c.greeted && options_.relay && relay(c.id, *frame)) continue;
     if (c.greeted && options_.fast_path) {
       if (auto taken = options_.fast_path(c.id, *frame)) {
         if (!taken->reply) continue;
@@ -322,10 +332,11 @@ bool shm_server::drain(client& c) {
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
-  // A reader of what was relayed may share this core (a handler next to
-  // its owner), asleep or spinning: give it the core now rather than at
-  // the end of our time slice. When it runs elsewhere, this returns at once.
-  if (relayed) ::sched_yield();
+  // No sched_yield() for a reader of what was relayed that shares this
+  // core: on a busy host a thread that yields gives up its place behind
+  // every other runnable thread (a whole time slice each), which made a
+  // relayed call cost milliseconds. The reader was woken, and the spin
+  // policy stops this thread spinning when spinning does not pay.
   return any;
 }
 
@@ -353,7 +364,7 @@ bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
   return false;
 }
 
-bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& relayed) {
+bool shm_server::relay(link_id from, const wire::inbound_frame& frame) {
   auto routed = options_.relay(from, frame);
   if (!routed) return false;
   if (routed->to == 0) return true;
@@ -371,8 +382,6 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& rel
   // sending it fails with overloaded and the caller is answered so.
   if (over_queue_bound(*to)) return false;
   queue_or_write(*to, std::move(routed->frame));
-  relayed = true;
-  relayed_since_sleep_ = true;
   return true;
 }
 
@@ -390,7 +399,6 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
-  relayed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

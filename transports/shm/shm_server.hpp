@@ -53,10 +53,13 @@ struct shm_server_options {
   /// more than this is treated as broken: its link is closed, which
   /// releases them all.
   std::size_t leases_per_client_max = 1 << 18;
-  /// How long the poller keeps spinning after the last record. Why 50 µs:
-  /// a client that answers and asks again within that time finds the
-  /// poller awake (no wake-up, well under a microsecond per hop); an idle
-  /// owner costs at most 50 µs of a core per burst.
+  /// How long the poller keeps spinning after the last record, at most.
+  /// Why 50 µs: a client that answers and asks again within that time
+  /// finds the poller awake (no wake-up, well under a microsecond per
+  /// hop); an idle owner costs at most 50 µs of a core per burst. It
+  /// spins only as long as recent spins paid (spin_policy.hpp): on a busy
+  /// host, where spinning takes the core from the threads it waits for,
+  /// it sleeps at once.
   std::chrono::microseconds spin{50};
   /// Longest sleep between checks of the poller's own housekeeping.
   std::chrono::milliseconds nap{10};
@@ -111,7 +114,7 @@ class shm_server final : public transport {
   client_ptr find(link_id link);
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
-  bool relay(link_id from, const wire::inbound_frame& frame, bool& relayed);
+  bool relay(link_id from, const wire::inbound_frame& frame);
   /// Writes a frame from the poller (a fast-path answer, a relayed call)
   /// or queues it behind the others. REQUIRES: c.send_mutex held and
   /// !over_queue_bound(c), so a client's queue holds at most
@@ -140,8 +143,6 @@ class shm_server final : public transport {
   // The clients as the poller sees them; only the poller adds and drops
   // clients, so it keeps this copy of clients_ without the lock.
   std::vector<client_ptr> active_;
-  /// The poller passed frames between clients since it last slept.
-  bool relayed_since_sleep_ = false;
 
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;

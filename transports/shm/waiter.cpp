@@ -85,15 +85,25 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
     if (*now == wait_result::ready) ++stats_.ready_at_once;
     return *now;
   }
-  const auto spin_end = std::min(deadline, clock::now() + config_.spin_us);
+  const auto budget = policy_.next_budget();
+  if (budget.count() == 0) return sleep_until_ready(word, deadline, check);
+  auto looked = clock::now();
+  const auto spin_end = std::min(deadline, looked + budget);
   for (std::uint32_t spin = 1;; ++spin) {
     cpu_relax();
     if (auto now = check()) {
       if (*now == wait_result::ready) ++stats_.ready_spinning;
+      policy_.paid();
       return *now;
     }
-    if (spin % spins_per_clock_read == 0 && clock::now() >= spin_end) break;
+    if (spin % spins_per_clock_read != 0) continue;
+    auto now = clock::now();
+    // Preempted: another thread had the core, perhaps the peer we wait
+    // for; spinning on only takes more of its time.
+    if (now >= spin_end || spin_policy::preempted(now - looked)) break;
+    looked = now;
   }
+  policy_.wasted();
   return sleep_until_ready(word, deadline, check);
 }
 

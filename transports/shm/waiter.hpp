@@ -34,14 +34,17 @@
 #include <cstdint>
 
 #include "transports/shm/ring.hpp"
+#include "transports/shm/spin_policy.hpp"
 
 namespace sluice::transport::shm {
 
 struct waiter_config {
-  /// How long a wait spins before it sleeps. Why 30 µs: a futex round trip
-  /// across the two cores costs 37–74 µs (toolbox.md), so spinning for
-  /// about half that catches most answers that are already on their way,
-  /// while an idle waiter burns at most 30 µs of a core per wait.
+  /// How long a wait spins at most before it sleeps. Why 30 µs: a futex
+  /// round trip across the two cores costs 37–74 µs (toolbox.md), so
+  /// spinning for about half that catches most answers that are already
+  /// on their way, while an idle waiter burns at most 30 µs of a core per
+  /// wait. Each wait spins only as long as recent spins paid
+  /// (spin_policy.hpp): on a busy host, not at all.
   std::chrono::microseconds spin_us{30};
   /// Longest single futex sleep. Why 10 ms: bounds how late a waiter sees
   /// a crashed peer or its deadline, and costs ~100 wake-ups/s when idle.
@@ -67,7 +70,7 @@ class waiter {
  public:
   using clock = std::chrono::steady_clock;
 
-  explicit waiter(waiter_config config = {}) noexcept : config_(config) {}
+  explicit waiter(waiter_config config = {}) noexcept : config_(config), policy_(config.spin_us) {}
 
   /// Consumer: waits until peek() would return a record. Records left in a
   /// closed ring are still `ready`; `closed` only once it is drained.
@@ -79,6 +82,7 @@ class waiter {
 
   const waiter_stats& stats() const noexcept { return stats_; }
   const waiter_config& config() const noexcept { return config_; }
+  const spin_policy& policy() const noexcept { return policy_; }
 
  private:
   template <class Check>
@@ -88,6 +92,7 @@ class waiter {
                                 Check check);
 
   waiter_config config_;
+  spin_policy policy_;
   waiter_stats stats_;
 };
 
