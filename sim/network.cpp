@@ -203,14 +203,17 @@ void network::deliver(event& ev) {
       return;
     }
   }
+  std::optional<wire::message> decoded;
   if (header && n.fast && link.delivered[end]) {
-    if (auto taken = n.fast(ev.link, inbound)) {
+    if (auto taken = n.fast(ev.link, inbound, decoded)) {
       if (taken->reply) schedule_frame(ev.serial, end, std::move(*taken->reply), frame_faults_);
       return;
     }
   }
   link.delivered[end] = true;
-  result<void> taken = header ? n.sink->on_frame(ev.link, std::move(inbound)) : result<void>{header.error()};
+  result<void> taken = !header   ? result<void>{header.error()}
+                       : decoded ? n.sink->on_message(ev.link, std::move(*decoded))
+                                 : n.sink->on_frame(ev.link, std::move(inbound));
   if (!taken) {
     auto serial = ev.serial;
     auto& l = links_.at(serial);

@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "runtime/wire/frame.hpp"
+#include "runtime/wire/messages.hpp"
 #include "sluice/result.hpp"
 
 namespace sluice::transport {
@@ -71,6 +72,16 @@ class link_sink {
   virtual result<void> on_frame_held(link_id link, wire::inbound_frame frame) {
     return on_frame(link, std::move(frame));
   }
+  /// Like on_frame and on_frame_held, for a frame that a fast path
+  /// decoded already and did not take (fast_path_fn): the message is
+  /// handed on, so that nothing decodes a frame twice. Only the sinks of
+  /// transports that take a fast path receive these.
+  virtual result<void> on_message(link_id link, wire::message msg) {
+    (void)link;
+    (void)msg;
+    return fail(errc::internal, "this sink takes frames only, not decoded messages");
+  }
+  virtual result<void> on_message_held(link_id link, wire::message msg) { return on_message(link, std::move(msg)); }
   virtual void end_of_frames() {}
 
   /// The link is gone (peer closed, I/O error, malformed frame, or a local
@@ -153,7 +164,11 @@ struct fast_taken {
 /// frame, or nothing to deliver the frame as usual. Called on a
 /// transport's thread for every frame of a link after the first (the
 /// hello, delivered the usual way). Must not block.
-using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const wire::inbound_frame&)>;
+/// When it does not take the frame it may leave the message it decoded in
+/// `decoded`; the transport then hands that to the sink (on_message)
+/// instead of the frame.
+using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const wire::inbound_frame&,
+                                                             std::optional<wire::message>& decoded)>;
 
 /// Room for an inbound payload of `bytes` bytes that no expect_payload()
 /// asked for (a put's value, a copy sent to be stored): an owner hands out

@@ -73,6 +73,16 @@ result<void> actor_sink::on_frame_held(transport::link_id link, wire::inbound_fr
   return {};
 }
 
+result<void> actor_sink::on_message(transport::link_id link, wire::message msg) {
+  return deliver(caf::make_message(inbound_atom::value, link, std::move(msg)));
+}
+
+result<void> actor_sink::on_message_held(transport::link_id link, wire::message msg) {
+  std::lock_guard guard{mutex_};
+  held_.push_back(inbound_item{link, std::move(msg)});
+  return {};
+}
+
 void actor_sink::end_of_frames() {
   std::lock_guard guard{mutex_};
   release_held_locked();

@@ -30,6 +30,8 @@ class actor_sink final : public transport::link_sink {
   void on_link_up(transport::link_id link, const std::string& peer) override;
   result<void> on_frame(transport::link_id link, wire::inbound_frame frame) override;
   result<void> on_frame_held(transport::link_id link, wire::inbound_frame frame) override;
+  result<void> on_message(transport::link_id link, wire::message msg) override;
+  result<void> on_message_held(transport::link_id link, wire::message msg) override;
   void end_of_frames() override;
   void on_link_down(transport::link_id link, const error& reason) override;
 

@@ -236,32 +236,45 @@ bool plain(const wire::kv_put& p) {
 
 }  // namespace
 
-std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
-                                      const wire::inbound_frame& frame, fast_index::time_point now) {
-  auto msg = wire::decode(wire::inbound_frame{frame.envelope, frame.payload});
-  if (!msg || msg->env.request_id == 0) return std::nullopt;
+namespace {
+
+std::optional<fast_answer> answer_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
+                                       const wire::message& msg, fast_index::time_point now) {
   // A frame for another node is a relay's to pass on, never to answer.
-  if (msg->env.target.value != 0 && msg->env.target != self) return std::nullopt;
+  if (msg.env.request_id == 0 || (msg.env.target.value != 0 && msg.env.target != self)) return std::nullopt;
   // Every request of the link passes here first: a repeat is dropped
   // whichever path served the original.
-  switch (index.first_time(link, msg->env.source.value, msg->env.request_id)) {
+  switch (index.first_time(link, msg.env.source.value, msg.env.request_id)) {
     case fast_index::arrival::repeat: return fast_answer{std::nullopt};
     case fast_index::arrival::untracked: return std::nullopt;
     case fast_index::arrival::first: break;
   }
   if (!index.enabled(now)) return std::nullopt;
-  if (auto* get = std::get_if<wire::kv_get>(&msg->env.body)) {
+  if (auto* get = std::get_if<wire::kv_get>(&msg.env.body)) {
     auto found = index.find(get->key);
     if (!found || now >= found->expires) return std::nullopt;
-    return fast_answer{reply_frame(msg->env, self, wire::kv_get_reply{found->version}, std::move(found->bytes))};
+    return fast_answer{reply_frame(msg.env, self, wire::kv_get_reply{found->version}, std::move(found->bytes))};
   }
-  if (auto* put = std::get_if<wire::kv_put>(&msg->env.body); put != nullptr && store != nullptr && plain(*put)) {
+  if (auto* put = std::get_if<wire::kv_put>(&msg.env.body); put != nullptr && store != nullptr && plain(*put)) {
     if (!check_key(put->key)) return std::nullopt;
-    auto done = index.try_put(put->key, msg->payload, *store, now);
+    auto done = index.try_put(put->key, msg.payload, *store, now);
     if (!done) return std::nullopt;
-    return fast_answer{reply_frame(msg->env, self, wire::kv_put_reply{done->version}), done->notify};
+    return fast_answer{reply_frame(msg.env, self, wire::kv_put_reply{done->version}), done->notify};
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
+                                      const wire::inbound_frame& frame, fast_index::time_point now,
+                                      std::optional<wire::message>* decoded) {
+  auto msg = wire::decode(wire::inbound_frame{frame.envelope, frame.payload});
+  // Undecodable: the sink decodes it again and refuses it with the reason.
+  if (!msg) return std::nullopt;
+  auto answer = answer_fast(index, store, self, link, *msg, now);
+  if (!answer && decoded != nullptr) *decoded = std::move(*msg);
+  return answer;
 }
 
 }  // namespace sluice

@@ -229,7 +229,10 @@ struct fast_answer {
 /// key, or a plain kv_put of a key in a slot handed to this owner, while
 /// the index is enabled; drops repeats of requests it saw. Returns the
 /// answer, or nothing: the request then goes to the owner actor as usual.
+/// When it leaves a request to the owner actor, the message it decoded
+/// goes to `decoded` (when not null), so the frame is not decoded again.
 std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
-                                      const wire::inbound_frame& frame, fast_index::time_point now);
+                                      const wire::inbound_frame& frame, fast_index::time_point now,
+                                      std::optional<wire::message>* decoded = nullptr);
 
 }  // namespace sluice

@@ -13,9 +13,9 @@ owner_hooks make_owner_hooks(owner_hooks_deps deps) {
   SLUICE_ASSERT(deps.report_commits != nullptr);
   auto shared = std::make_shared<const owner_hooks_deps>(std::move(deps));
   owner_hooks hooks;
-  hooks.fast_path = [d = shared](transport::link_id link,
-                                 const wire::inbound_frame& frame) -> std::optional<transport::fast_taken> {
-    auto answer = serve_fast(*d->index, d->store.get(), d->self, link, frame, d->now());
+  hooks.fast_path = [d = shared](transport::link_id link, const wire::inbound_frame& frame,
+                                 std::optional<wire::message>& decoded) -> std::optional<transport::fast_taken> {
+    auto answer = serve_fast(*d->index, d->store.get(), d->self, link, frame, d->now(), &decoded);
     if (!answer) return std::nullopt;
     bool tell = d->notify == commit_notify::when_idle ? answer->commits_waiting : d->index->notify_due();
     if (tell) d->report_commits();

@@ -153,14 +153,16 @@ void rpc_channel::yielding_spin(transport::shm::ring& responses) {
   // and the policy spins less next time.
   auto looked = clock::now();
   auto until = looked + spin;
+  bool preempted = false;
   while (!stopping_) {
     if (responses.peek().has_value() || responses.closed()) return spin_.paid();
     ::sched_yield();
     auto now = clock::now();
-    if (now >= until || transport::shm::spin_policy::preempted(now - looked)) break;
+    preempted = transport::shm::spin_policy::preempted(now - looked);
+    if (now >= until || preempted) break;
     looked = now;
   }
-  spin_.wasted();
+  spin_.wasted(preempted);
 }
 
 void rpc_channel::run() {

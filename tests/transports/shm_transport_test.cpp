@@ -209,7 +209,8 @@ TEST_CASE("shm: an owner stops reading a client that does not read its answers, 
   // the ring: 1 MiB of ring and 1 MiB of queue hold about 32 answers.
   std::atomic<int> answered{0};
   auto options = small_rings();
-  options.fast_path = [&answered](link_id, const wire::inbound_frame& frame) -> std::optional<fast_taken> {
+  options.fast_path = [&answered](link_id, const wire::inbound_frame& frame,
+                                  std::optional<wire::message>&) -> std::optional<fast_taken> {
     ++answered;
     auto n = sequence_of(frame);
     return fast_taken{make_frame(n, patterned(64 << 10, n))};

@@ -240,6 +240,9 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
+      // A reader that spins on this core for the next relayed frame (a
+      // handler next to its owner) gets its turn now and then.
+      if (relayed_since_sleep_) yield_to_readers();
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) {
         idle_since = now;
@@ -248,8 +251,9 @@ void shm_server::run() {
       }
       // Out of budget, or preempted (another thread had the core: on a
       // busy host spinning takes the time of whoever waits for a core).
-      if (now - idle_since >= budget || shm::spin_policy::preempted(now - looked)) {
-        if (budget.count() > 0) policy.wasted();
+      auto preempted = shm::spin_policy::preempted(now - looked);
+      if (now - idle_since >= budget || preempted) {
+        if (budget.count() > 0) policy.wasted(preempted);
         if (options_.on_idle) options_.on_idle();
         sleep_until_work();
         idle_spins = 0;
@@ -285,6 +289,7 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
+  bool relayed = false;  // a frame went from this client to another
   for (int n = 0; n < records_per_turn; ++n) {
     // A client that does not read its answers gets no more until it
     // does: its requests wait in its ring, and once that is full its
@@ -310,9 +315,10 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
-    if (c.greeted && options_.relay && relay(c.id, *frame)) continue;
+    if (c.greeted && options_.relay && relay(c.id, *frame, relayed)) continue;
+    std::optional<wire::message> decoded;
     if (c.greeted && options_.fast_path) {
-      if (auto taken = options_.fast_path(c.id, *frame)) {
+      if (auto taken = options_.fast_path(c.id, *frame, decoded)) {
         if (!taken->reply) continue;
         auto& reply = taken->reply;
         std::lock_guard guard{c.send_mutex};
@@ -321,7 +327,8 @@ bool shm_server::drain(client& c) {
       }
     }
     c.greeted = true;
-    if (auto taken = sink_.on_frame(c.id, std::move(*frame)); !taken) {
+    auto taken = decoded ? sink_.on_message(c.id, std::move(*decoded)) : sink_.on_frame(c.id, std::move(*frame));
+    if (!taken) {
       log_->warn("closing shm link {:#x} from {}: {}", c.id, c.peer, taken.error().to_string());
       c.close_requested = true;
       break;
@@ -332,11 +339,12 @@ bool shm_server::drain(client& c) {
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
-  // No sched_yield() for a reader of what was relayed that shares this
-  // core: on a busy host a thread that yields gives up its place behind
-  // every other runnable thread (a whole time slice each), which made a
-  // relayed call cost milliseconds. The reader was woken, and the spin
-  // policy stops this thread spinning when spinning does not pay.
+  // A reader of what was relayed may share this core (a handler next to
+  // its owner), asleep or spinning: give it the core now rather than at
+  // the end of our time slice. When it runs elsewhere, this returns at
+  // once; on a busy host, where a yield costs a time slice, the policy
+  // stops yielding.
+  if (relayed) yield_to_readers();
   return any;
 }
 
@@ -364,7 +372,14 @@ bool shm_server::queue_or_write(client& c, wire::outbound_frame frame) {
   return false;
 }
 
-bool shm_server::relay(link_id from, const wire::inbound_frame& frame) {
+void shm_server::yield_to_readers() {
+  if (!yields_.allowed()) return;
+  auto before = std::chrono::steady_clock::now();
+  ::sched_yield();
+  yields_.yielded(std::chrono::steady_clock::now() - before);
+}
+
+bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& relayed) {
   auto routed = options_.relay(from, frame);
   if (!routed) return false;
   if (routed->to == 0) return true;
@@ -382,6 +397,8 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame) {
   // sending it fails with overloaded and the caller is answered so.
   if (over_queue_bound(*to)) return false;
   queue_or_write(*to, std::move(routed->frame));
+  relayed = true;
+  relayed_since_sleep_ = true;
   return true;
 }
 
@@ -399,6 +416,7 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
+  relayed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -30,6 +30,7 @@
 #include "transports/shm/channel.hpp"
 #include "transports/shm/frame_copy.hpp"
 #include "transports/shm/waiter.hpp"
+#include "transports/shm/spin_policy.hpp"
 #include "transports/transport.hpp"
 
 namespace sluice::transport {
@@ -114,7 +115,9 @@ class shm_server final : public transport {
   client_ptr find(link_id link);
   void wake() noexcept;
   bool write_locked(client& c, const wire::outbound_frame& frame);
-  bool relay(link_id from, const wire::inbound_frame& frame);
+  bool relay(link_id from, const wire::inbound_frame& frame, bool& relayed);
+  /// sched_yield(), while yields_ says it pays. Poller only.
+  void yield_to_readers();
   /// Writes a frame from the poller (a fast-path answer, a relayed call)
   /// or queues it behind the others. REQUIRES: c.send_mutex held and
   /// !over_queue_bound(c), so a client's queue holds at most
@@ -143,6 +146,10 @@ class shm_server final : public transport {
   // The clients as the poller sees them; only the poller adds and drops
   // clients, so it keeps this copy of clients_ without the lock.
   std::vector<client_ptr> active_;
+  /// The poller passed frames between clients since it last slept.
+  bool relayed_since_sleep_ = false;
+  /// Whether yielding the core to the readers of relayed frames pays.
+  shm::yield_policy yields_;
 
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;

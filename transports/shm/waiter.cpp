@@ -89,6 +89,7 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
   if (budget.count() == 0) return sleep_until_ready(word, deadline, check);
   auto looked = clock::now();
   const auto spin_end = std::min(deadline, looked + budget);
+  bool preempted = false;
   for (std::uint32_t spin = 1;; ++spin) {
     cpu_relax();
     if (auto now = check()) {
@@ -100,10 +101,11 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
     auto now = clock::now();
     // Preempted: another thread had the core, perhaps the peer we wait
     // for; spinning on only takes more of its time.
-    if (now >= spin_end || spin_policy::preempted(now - looked)) break;
+    preempted = spin_policy::preempted(now - looked);
+    if (now >= spin_end || preempted) break;
     looked = now;
   }
-  policy_.wasted();
+  policy_.wasted(preempted);
   return sleep_until_ready(word, deadline, check);
 }
 

@@ -307,8 +307,9 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
   c.payload_slot.reset();
   c.at = part::header;
   c.filled = 0;
+  std::optional<wire::message> decoded;
   if (c.first_frame_in && fast_now_ && fast_now_->fast) {
-    if (auto taken = fast_now_->fast(c.id, frame)) {
+    if (auto taken = fast_now_->fast(c.id, frame, decoded)) {
       fast_took_ = true;
       if (taken->reply) {
         auto held = enqueue(c.id, std::move(*taken->reply), false);
@@ -318,7 +319,8 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
     }
   }
   c.first_frame_in = true;
-  auto accepted = sink_.on_frame_held(c.id, std::move(frame));
+  // A frame the fast path decoded and left goes on decoded.
+  auto accepted = decoded ? sink_.on_message_held(c.id, std::move(*decoded)) : sink_.on_frame_held(c.id, std::move(frame));
   if (!accepted) return accepted.error();
   return std::nullopt;
 }
