@@ -53,7 +53,10 @@ class rpc_workload::server final : public rpc_served {
     work_.run_call(client_, work_.world_.incarnation(node), call, std::move(answer));
   }
   void on_cancel(std::uint64_t id) override { work_.stream_cancelled(client_, id); }
-  void on_link_down() override { work_.state_of(client_).serve_due = true; }
+  void on_link_down() override {
+    work_.state_of(client_).serve_due = true;
+    work_.streams_lost(client_);
+  }
 
  private:
   rpc_workload& work_;
@@ -170,15 +173,8 @@ void rpc_workload::serve_wanted(int client) {
 void rpc_workload::run_call(int client, std::uint64_t incarnation, const wire::message& msg,
                             std::function<void(wire::body, shared_bytes)> answer) {
   auto& call = std::get<wire::rpc_call>(std::get<wire::rpc>(msg.env.body).body);
-  if (msg.payload.size() == stream_open_bytes) return serve_stream_open(client, incarnation, msg, std::move(answer));
-  if (msg.payload.size() == stream_control_bytes) {
-    return serve_stream_control(client, incarnation, msg, std::move(answer));
-  }
-  if (msg.payload.size() != 8) {
-    checker_.violation(fmt::format("rpc: client-{} got a call to '{}' with {} bytes of arguments, not its 8",
-                                   client, call.method, msg.payload.size()));
-    return answer(wire::error_reply{errc::invalid_argument, "bad arguments"}, {});
-  }
+  // A call's arguments are its id (8 bytes); a stream's calls carry dicts.
+  if (msg.payload.size() != 8) return serve_stream_call(client, incarnation, msg, std::move(answer));
   auto id = word(msg.payload, 0);
   auto it = records_.find(id);
   if (it == records_.end()) {

@@ -12,12 +12,16 @@
 //  - an error is one the handler gave, or one a call may meet on the way:
 //    timeout, unavailable, not_found (no instance), overloaded;
 //  - after the faults heal, a call to each served name gets through;
-//  - a stream (some calls are, rpc_streams.cpp) reads its items in order,
-//    each once, each the one its server wrote for that place, never more
-//    than its window ahead of what was read; it ends once, by its
-//    deadline, and ends well only after every item its server planned —
-//    otherwise with an error the server gave (after the items it wrote
-//    first) or one a stream may meet on the way.
+//  - a stream (some calls are, rpc_streams.cpp: both ends drive the client
+//    core's stream_server and stream_caller, as the library does, with
+//    items that are real dicts) reads its items in order, each once, each
+//    the dict its server wrote for that place (stream, place, server and
+//    incarnation, bytes made from them); its server never writes more than
+//    its window past what was read, nor holds more than its window; it
+//    ends once, by its deadline, and ends well only after every item its
+//    server planned — otherwise with an error the server gave (after the
+//    items it wrote first), a cancel its caller made, or one a stream may
+//    meet on the way.
 //
 // The serving side plays what the client library does over a client's
 // own link: it answers calls (now, later, or with an error), and serves
@@ -30,8 +34,13 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <sluice/dict.hpp>
+
+#include "actors/client/stream_caller.hpp"
+#include "actors/client/stream_server.hpp"
 #include "sim/checker.hpp"
 #include "sim/world.hpp"
 
@@ -52,6 +61,8 @@ struct rpc_workload_options {
   int stream_one_in = 4;
   /// Most items a stream's server plans to write.
   int stream_items_max = 12;
+  /// A planted bug for tests of the stream checks (stream_server_options).
+  bool stream_repeats_item = false;
 };
 
 class rpc_workload {
@@ -75,6 +86,8 @@ class rpc_workload {
   /// Streams opened, and the items read in them.
   std::uint64_t streams() const noexcept { return streams_opened_; }
   std::uint64_t stream_items() const noexcept { return stream_items_; }
+  /// Items written by servers (the same items, counted where they start).
+  std::uint64_t stream_items_written() const noexcept { return stream_items_written_; }
 
  private:
   class server;
@@ -100,11 +113,19 @@ class rpc_workload {
   };
 
   using answer_fn = std::function<void(wire::body, shared_bytes)>;
-  /// A stream's calls, told apart from calls (8 bytes) by their size: its
-  /// opening (its id, its window) and its control calls (id, op, item, 0).
-  static constexpr std::size_t stream_open_bytes = 16;
-  static constexpr std::size_t stream_control_bytes = 32;
-  /// A stream as its caller reads it (the client library's calling side).
+  /// A stream's item as it travels: an encoded dict (rpc_streams.cpp).
+  using stream_item = shared_bytes;
+  /// Where an answer to one of a stream's calls goes: the served call's
+  /// request id (a cancel of it stops the stream) and its answer.
+  struct stream_call {
+    std::uint64_t request = 0;
+    answer_fn answer;
+  };
+  /// Both ends run the client core's state machines, as the library does.
+  using stream_writer = stream_server<stream_item, stream_call>;
+  using stream_reader = stream_caller<stream_item>;
+
+  /// A stream as its caller reads it, and what the checks know of it.
   struct stream_record {
     int caller = 0;
     std::uint64_t caller_incarnation = 0;
@@ -112,14 +133,16 @@ class rpc_workload {
     int target = -1;
     sim_time deadline{};
     std::int64_t window = 1;
+    std::unique_ptr<stream_reader> reader;
     int server = -1;  // known once opened
     std::uint64_t server_incarnation = 0;
-    std::int64_t consumed = 0;
-    std::int64_t next_pull = 0;
-    /// Pull answers by item: an item (its payload), the end (empty), or an error.
-    std::map<std::int64_t, result<shared_bytes>> arrived;
-    std::optional<error> watch_error;
+    /// Counted here, apart from the state machines: items next() gave,
+    /// items the server's writes gave to the stream, pulls answered.
+    std::int64_t read = 0;
+    std::int64_t written = 0;
+    std::set<std::int64_t> answered;
     bool consume_due = false;
+    bool cancelled = false;  // the caller gave it up
     bool ended = false;
     // What its server planned (written by the serving side).
     int opens = 0;
@@ -127,38 +150,44 @@ class rpc_workload {
     bool plan_fails = false;
     std::set<std::int64_t> pulls_seen;
   };
-  /// A stream as its server writes it (the client library's serving side).
+  /// A stream as its server writes it (what a handler of the library does).
   struct serving_stream {
     int client = 0;
     std::uint64_t incarnation = 0;
-    sim_time deadline{};
-    std::int64_t window = 1;
+    std::unique_ptr<stream_writer> writer;
+    /// Items the handler writes, then finish() or fail(); or an item that
+    /// fails to encode, which ends the stream there.
     std::int64_t planned = 0;
     bool fails = false;
-    std::int64_t written = 0;
-    std::int64_t granted = 0;
+    std::optional<std::int64_t> unencodable_at;
+    std::int64_t placed = 0;  // items given a place so far
     bool producing = false;
-    bool stopped = false;
-    bool end_delivered = false;
-    bool retired = false;
-    std::set<std::int64_t> ready;  // written, not pulled yet
-    std::map<std::int64_t, answer_fn> pulls;
-    answer_fn watch;
+    bool ended = false;  // finish() or fail() called, or the writer gave up
   };
 
   void call_stream(int client, int name, int target);
   void stream_opened(std::uint64_t id, const result<wire::message>& reply);
-  void stream_control(std::uint64_t id, std::uint64_t op, std::int64_t seq,
+  std::optional<std::int64_t> check_opening(std::uint64_t id, const result<wire::message>& reply);
+  void stream_control(std::uint64_t id, std::string_view op, std::int64_t seq,
                       std::function<void(result<wire::message>)> done);
+  void reader_work(std::uint64_t id, const stream_caller_work& work);
   void stream_arrived(std::uint64_t id, std::int64_t seq, const result<wire::message>& reply);
+  void schedule_consume(std::uint64_t id);
   void stream_consume(std::uint64_t id);
+  bool check_item(std::uint64_t id, const stream_item& item);
   void stream_end(std::uint64_t id, std::optional<error> err);
-  void serve_stream_open(int client, std::uint64_t incarnation, const wire::message& msg, answer_fn answer);
-  void serve_stream_control(int client, std::uint64_t incarnation, const wire::message& msg, answer_fn answer);
+  void serve_stream_call(int client, std::uint64_t incarnation, const wire::message& msg, answer_fn answer);
+  void serve_stream_open(int client, std::uint64_t incarnation, const wire::message& msg, const dict_view& args,
+                         answer_fn answer);
+  void serve_stream_control(int client, std::uint64_t incarnation, const wire::message& msg, const dict_view& args,
+                            answer_fn answer);
   void stream_produce(std::uint64_t id);
-  void stream_settle(std::uint64_t id);
-  void stream_stop(std::uint64_t id);
+  void stream_place(std::uint64_t id, std::int64_t seq);
+  void stream_encoded(std::uint64_t id, std::int64_t seq, stream_item item);
+  void arm_producer(std::uint64_t id);
+  void writer_work(std::uint64_t id, stream_writer::work& work);
   void stream_cancelled(int client, std::uint64_t request);
+  void streams_lost(int client);
   void check_streams_ended();
 
   bool current(int client, std::uint64_t incarnation) const;
@@ -182,10 +211,12 @@ class rpc_workload {
   std::map<std::pair<int, int>, std::set<std::uint64_t>> served_by_;
   std::map<std::uint64_t, stream_record> streams_;
   std::map<std::uint64_t, serving_stream> serving_streams_;
-  /// (client, request id of a watch) → the stream: a cancel of it stops the stream.
-  std::map<std::pair<int, std::uint64_t>, std::uint64_t> watches_;
+  /// (client, request id of a watch or pull held) → the stream: a cancel
+  /// of it stops the stream.
+  std::map<std::pair<int, std::uint64_t>, std::uint64_t> stream_calls_;
   std::uint64_t streams_opened_ = 0;
   std::uint64_t stream_items_ = 0;
+  std::uint64_t stream_items_written_ = 0;
   std::uint64_t next_call_ = 1;
   std::uint64_t calls_ = 0;
   sim_time stop_{};

@@ -169,7 +169,7 @@ run_report run_seed(const run_options& options) {
   world w{cfg};
   kv_workload work{w, check};
   std::optional<rpc_workload> rpc;
-  if (options.rpc) rpc.emplace(w, check);
+  if (options.rpc) rpc.emplace(w, check, rpc_workload_options{.stream_repeats_item = options.rpc_stream_repeats_item});
   fault_driver driver{w, check, w.now() + options.duration};
   schedule_faults(w, check, driver);
   if (rpc) rpc->start(w.now() + options.duration);

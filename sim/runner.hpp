@@ -36,6 +36,10 @@ struct run_options {
   bool rpc = false;
   /// A broken owner relay for tests of the RPC checks (world_config).
   bool rpc_relay_misroutes = false;
+  /// A broken stream server for tests of the stream checks: a pull that
+  /// outruns its writer gets the item delivered last again
+  /// (stream_server_options::plant_repeat_after_credit_race).
+  bool rpc_stream_repeats_item = false;
   /// Owners read each other's pools over the simulated rdma path, whose
   /// reads fail now and then when the run has faults (world_config).
   bool rdma = false;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "actors/client/client_rpc.hpp"
+#include "actors/client/stream_protocol.hpp"
 #include "api/src/client_impl.hpp"
 #include "api/src/rpc_channel.hpp"
 #include "sluice/rpc.hpp"
@@ -81,28 +82,12 @@ result<rpc_result> to_rpc_result(client::impl& c, result<wire::message>& reply);
 /// Where `bytes` lie in this client's mapping of the owner's pool.
 std::optional<pool_location> locate_in_pool(client::impl& c, std::span<const std::byte> bytes);
 
-/// How a stream travels (docs/rpc.md, "Streams"; docs/wire-format.md,
-/// 6.2): calls to the stream's name whose arguments carry these fields.
-namespace stream_field {
-/// The opening call: the credit window, added to the caller's arguments.
-inline constexpr std::string_view window = "sluice.window";
-/// The opening call's answer, and every control call: the stream's id.
-inline constexpr std::string_view id = "sluice.stream";
-/// The opening call's answer: the serving client's id.
-inline constexpr std::string_view server = "sluice.server";
-/// A control call: "watch", "pull" or "cancel".
-inline constexpr std::string_view op = "sluice.op";
-/// A pull: the item it asks for (0, 1, ...).
-inline constexpr std::string_view seq = "sluice.seq";
-}  // namespace stream_field
+// How a stream travels (stream_field, its window's bound): the client
+// core's actors/client/stream_protocol.hpp.
 
 /// What a plain call to a stream's name is answered (invalid_argument),
 /// after the name: the launcher looks for it.
 inline constexpr std::string_view rpc_serves_stream = "serves a stream";
-
-/// Largest credit window: a bound on the items a stream holds, at each
-/// end, and on the pulls in flight for it.
-inline constexpr std::uint32_t rpc_stream_window_max = 1024;
 
 /// A served name.
 struct served_name {

@@ -1,15 +1,15 @@
-// The calling side of streams (rpc_stream_serve.cpp has the protocol).
-// After the opening call, the stream keeps a watch open on the serving
-// client and `window` pulls ahead of what next() consumed; answers arrive
-// on Sluice threads in any order and wait here by item until next() takes
-// them in order.
+// The calling side of streams (docs/rpc.md, "Streams"): the thread-facing
+// shell around the client core's stream_caller (actors/client/
+// stream_caller.hpp), which decides what to pull, what arrived and in what
+// order next() hands it out, and how and to whom the stream's end is
+// told. What stays here touches threads and the channel: the stream's
+// mutex, next()'s blocking wait, the stream's calls (the opening call, the
+// watch, pulls, the cancel) and cancelling those in flight.
+#include "actors/client/stream_caller.hpp"
 #include "api/src/rpc_endpoint_impl.hpp"
 #include "actors/common/endpoint.hpp"
-#include "runtime/rpc_limits.hpp"
 
 namespace sluice {
-
-using stream_clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -22,30 +22,37 @@ constexpr std::chrono::milliseconds control_slack{1000};
 }  // namespace
 
 struct rpc_stream::impl : std::enable_shared_from_this<rpc_stream::impl> {
+  explicit impl(stream_caller_options options) : deadline(options.deadline), protocol(std::move(options)) {}
+
   rpc_endpoint::impl* endpoint = nullptr;  // REQUIRES: outlives the stream (it lives in the client)
-  std::string method;
+  /// Set before any call of the stream goes out, then only read.
   node_id server;
   std::int64_t id = 0;
-  stream_clock::time_point deadline;
-  std::int64_t window = 16;
+  const stream_time deadline;
 
   std::mutex mutex;  // guards what follows
   std::condition_variable changed;
-  /// Answers of pulls by item: the item, the end (nothing), or an error.
-  std::map<std::int64_t, result<std::optional<rpc_result>>> arrived;
   /// Calls of the stream in flight, to cancel them.
   std::vector<std::shared_ptr<rpc_call_handle::state>> in_flight;
-  /// Why the stream broke, outside of a pull (opening it, its watch).
-  std::optional<error> broken;
-  std::int64_t consumed = 0;
-  std::int64_t next_pull = 0;
-  bool over = false;
-  std::optional<error> final_error;  // over with an error: next() repeats it
+  stream_caller<rpc_result> protocol;
 };
 
 namespace {
 
 using stream_impl = rpc_stream::impl;
+
+/// What one event asks for, and the calls in flight it hands over.
+struct actions {
+  stream_caller_work work;
+  std::vector<std::shared_ptr<rpc_call_handle::state>> to_cancel;
+};
+
+/// REQUIRES: s.mutex held.
+void take_calls(stream_impl& s, actions& a) {
+  if (!a.work.cancel_calls) return;
+  a.to_cancel = std::move(s.in_flight);
+  s.in_flight.clear();
+}
 
 result<std::optional<rpc_result>> pull_outcome(client::impl& c, result<wire::message>& r) {
   if (r) {
@@ -83,7 +90,7 @@ void control(const std::shared_ptr<stream_impl>& s, std::string_view op, std::in
     if (state->finished.exchange(true, std::memory_order_acq_rel)) return;
     (*shared_done)(std::move(r));
   };
-  wire::rpc_call call{s->method, s->server, wire::rpc_routing::round_robin, encoded->buffer, {}};
+  wire::rpc_call call{s->protocol.method(), s->server, wire::rpc_routing::round_robin, encoded->buffer, {}};
   send_call(*s->endpoint, *state, std::move(call), std::move(encoded->payload), timeout, std::move(finish));
   std::lock_guard guard{s->mutex};
   std::erase_if(s->in_flight, [](const auto& each) { return each->finished.load(std::memory_order_acquire); });
@@ -96,9 +103,11 @@ void pull(const std::shared_ptr<stream_impl>& s, std::int64_t seq) {
     auto st = weak.lock();
     if (!st) return;
     auto outcome = pull_outcome(*st->endpoint->self, r);
-    std::lock_guard guard{st->mutex};
-    if (st->over) return;
-    st->arrived.emplace(seq, std::move(outcome));
+    {
+      std::lock_guard guard{st->mutex};
+      // Over: nobody reads it; it is let go below, outside the lock.
+      if (!st->protocol.over()) st->protocol.pull_answered(seq, std::move(outcome));
+    }
     st->changed.notify_all();
   });
 }
@@ -108,74 +117,52 @@ void watch(const std::shared_ptr<stream_impl>& s) {
   control(s, "watch", 0, [weak](result<wire::message> r) {
     auto st = weak.lock();
     if (!st || r) return;
-    std::lock_guard guard{st->mutex};
-    if (st->over || st->broken) return;
-    st->broken = r.error();
+    {
+      std::lock_guard guard{st->mutex};
+      st->protocol.broke(r.error());
+    }
     st->changed.notify_all();
   });
 }
 
-/// How the stream ended, as far as its serving side is concerned.
-enum class ended_by {
-  /// It ended the stream itself (the end, the handler's error): what is
-  /// still in flight it answers.
-  server,
-  /// It is gone (its process, an owner on the way): nothing to tell it.
-  loss,
-  /// This side (cancel, the deadline): it is told, and what is in
-  /// flight is cancelled.
-  caller,
-};
-
-/// Ends the stream here. REQUIRES: `lock` holds s->mutex (let go meanwhile).
-void close(const std::shared_ptr<stream_impl>& s, std::unique_lock<std::mutex>& lock, std::optional<error> err,
-           ended_by by) {
-  s->over = true;
-  s->final_error = std::move(err);
-  s->arrived.clear();
-  auto calls = std::move(s->in_flight);
-  s->in_flight.clear();
-  if (by == ended_by::server) return;
-  lock.unlock();
-  for (auto& call : calls) rpc_call_handle{call}.cancel();
-  if (by == ended_by::caller && s->id != 0) control(s, "cancel", 0, [](result<wire::message>) {});
-  lock.lock();
+/// Sends and cancels what an event asked for. REQUIRES: s.mutex not held.
+void carry_out(const std::shared_ptr<stream_impl>& s, actions& a) {
+  for (auto& call : a.to_cancel) rpc_call_handle{call}.cancel();
+  if (a.work.tell_server) control(s, "cancel", 0, [](result<wire::message>) {});
+  if (a.work.watch) watch(s);
+  for (auto seq : a.work.pulls) pull(s, seq);
 }
 
-ended_by by_code(const error& err) { return err.code() == errc::timeout ? ended_by::caller : ended_by::loss; }
+void broke(stream_impl& s, error why) {
+  std::lock_guard guard{s.mutex};
+  s.protocol.broke(std::move(why));
+}
 
 /// Opens the stream: the opening call, then its watch and first pulls.
 void open(const std::shared_ptr<stream_impl>& s, rpc_endpoint& endpoint, const rpc_target& target,
           const dict_builder& args, const rpc_stream_options& options) {
-  if (options.window < 1 || options.window > rpc_stream_window_max) {
-    s->broken = error{errc::invalid_argument, "a stream's window must be from 1 to " +
-                                                  std::to_string(rpc_stream_window_max)};
-    return;
-  }
+  if (!s->protocol.can_open()) return;  // a bad window: next() says so
   dict_builder opening = args;
-  if (auto ok = opening.add_int64(stream_field::window, options.window); !ok) {
-    s->broken = ok.error();
-    return;
-  }
+  if (auto ok = opening.add_int64(stream_field::window, options.window); !ok) return broke(*s, ok.error());
+  auto& method = s->protocol.method();
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(s->deadline - stream_clock::now());
-  auto opened = endpoint.call(target, s->method, opening, {.timeout = left, .routing = options.routing});
-  if (!opened) {
-    s->broken = opened.error();
-    return;
-  }
+  auto opened = endpoint.call(target, method, opening, {.timeout = left, .routing = options.routing});
+  if (!opened) return broke(*s, opened.error());
   auto* id = opened->dict().find(stream_field::id);
   auto* server = opened->dict().find(stream_field::server);
   auto server_id = server != nullptr && server->as_string() ? node_id::parse(*server->as_string())
                                                              : std::optional<node_id>{};
-  if (id == nullptr || !id->as_int64() || !server_id) {
-    s->broken = error{errc::invalid_argument, "'" + s->method + "' answered as a call, not a stream: call it with call()"};
-    return;
+  if (id == nullptr || !id->as_int64() || *id->as_int64() == 0 || !server_id) {
+    return broke(*s, error{errc::invalid_argument, "'" + method + "' answered as a call, not a stream: call it with call()"});
   }
   s->id = *id->as_int64();
   s->server = *server_id;
-  watch(s);
-  s->next_pull = s->window;
-  for (std::int64_t seq = 0; seq < s->window; ++seq) pull(s, seq);
+  actions a;
+  {
+    std::lock_guard guard{s->mutex};
+    s->protocol.opened(s->id, a.work);
+  }
+  carry_out(s, a);
 }
 
 }  // namespace
@@ -183,12 +170,13 @@ void open(const std::shared_ptr<stream_impl>& s, rpc_endpoint& endpoint, const r
 rpc_stream rpc_endpoint::call_stream(const rpc_target& target, std::string_view method, const dict_builder& args,
                                      rpc_stream_options options) {
   auto& c = *impl_->self;
-  auto s = std::make_shared<stream_impl>();
-  s->endpoint = impl_.get();
-  s->method = std::string{method};
-  s->window = options.window;
   auto timeout = options.timeout.count() > 0 ? options.timeout : c.options.timeout;
-  s->deadline = stream_clock::now() + std::min<std::chrono::milliseconds>(timeout, max_request_timeout);
+  auto s = std::make_shared<stream_impl>(stream_caller_options{
+      .method = std::string{method},
+      .window = options.window,
+      .deadline = stream_clock::now() + std::min<std::chrono::milliseconds>(timeout, max_request_timeout),
+  });
+  s->endpoint = impl_.get();
   open(s, *this, target, args, options);
   return rpc_stream{std::move(s)};
 }
@@ -207,47 +195,19 @@ rpc_stream::~rpc_stream() { cancel(); }
 result<std::optional<rpc_result>> rpc_stream::next(std::chrono::milliseconds wait) {
   if (!impl_) return fail(errc::invalid_argument, "a moved-from stream");
   auto& s = impl_;
-  auto wait_end = wait.count() > 0 ? stream_clock::now() + wait : stream_clock::time_point::max();
+  auto wait_end = wait.count() > 0 ? stream_clock::now() + wait : stream_time::max();
   std::unique_lock lock{s->mutex};
   while (true) {
-    if (s->over) {
-      if (s->final_error) return *s->final_error;
-      return std::optional<rpc_result>{};
-    }
-    // The deadline ends the stream even with items left unread.
     auto now = stream_clock::now();
-    if (now >= s->deadline) {
-      auto why = error{errc::timeout, "the deadline of the stream '" + s->method + "' passed"};
-      close(s, lock, why, ended_by::caller);
-      return why;
-    }
-    if (auto it = s->arrived.find(s->consumed); it != s->arrived.end()) {
-      auto outcome = std::move(it->second);
-      s->arrived.erase(it);
-      if (!outcome) {
-        // An error of the handler's: the serving side ended the stream. A
-        // timeout or a loss on the way: it may not know.
-        auto why = outcome.error();
-        close(s, lock, why, by_code(why));
-        return outcome;
-      }
-      if (!*outcome) {
-        close(s, lock, std::nullopt, ended_by::server);
-        return outcome;
-      }
-      s->consumed += 1;
-      auto seq = s->next_pull++;
+    actions a;
+    if (auto answer = s->protocol.next(now, a.work)) {
+      take_calls(*s, a);
       lock.unlock();
-      pull(s, seq);  // the credit for one more item
-      return outcome;
-    }
-    if (s->broken) {
-      auto why = *s->broken;
-      close(s, lock, why, by_code(why));
-      return why;
+      carry_out(s, a);
+      return std::move(*answer);
     }
     if (now >= wait_end) {
-      return fail(errc::timeout, "no item of '" + s->method + "' within " + std::to_string(wait.count()) +
+      return fail(errc::timeout, "no item of '" + s->protocol.method() + "' within " + std::to_string(wait.count()) +
                                      " ms; the stream goes on");
     }
     s->changed.wait_until(lock, std::min(s->deadline, wait_end));
@@ -256,9 +216,13 @@ result<std::optional<rpc_result>> rpc_stream::next(std::chrono::milliseconds wai
 
 void rpc_stream::cancel() {
   if (!impl_) return;
-  std::unique_lock lock{impl_->mutex};
-  if (impl_->over) return;
-  close(impl_, lock, error{errc::cancelled, "the stream was cancelled"}, ended_by::caller);
+  actions a;
+  {
+    std::lock_guard guard{impl_->mutex};
+    impl_->protocol.cancel(a.work);
+    take_calls(*impl_, a);
+  }
+  carry_out(impl_, a);
 }
 
 }  // namespace sluice

@@ -1,138 +1,57 @@
-// The serving side of streams (docs/rpc.md, "Streams"). A stream is a
-// convention over ordinary calls to its name, so it takes every path a
-// call takes (the owner's relay, owner to owner) with nothing new on the
-// wire:
-//
-//  - the opening call carries the caller's arguments plus its credit
-//    window, and is answered at once with the stream's id;
-//  - the caller's "watch" stays open for the stream's life: its cancel
-//    (the caller cancelled, or its link closed and the owner cancelled
-//    what it had in flight) stops the stream here;
-//  - each "pull" k is the caller's credit for item k: it is answered with
-//    that item, or the end (a reply with no payload at all), or the
-//    stream's error. The caller sends pull k + window when it consumes
-//    item k, so the items written and not consumed never exceed the
-//    window, and this side holds at most that many.
-#include <cstring>
-
+// The serving side of streams (docs/rpc.md, "Streams"): the thread-facing
+// shell around the client core's stream_server (actors/client/
+// stream_server.hpp), which makes every protocol decision — credit, pulls
+// and items held, the watch, cancel, end, stop, retire. What stays here is
+// what touches threads and the channel: the stream's mutex, the writer's
+// blocking wait for credit, encoding items (into the pool when large) and
+// giving the answers the state machine asks for, outside the lock.
+#include "actors/client/stream_server.hpp"
 #include "api/src/rpc_internal.hpp"
 #include "runtime/rpc_limits.hpp"
 
 namespace sluice {
 
-using stream_clock = std::chrono::steady_clock;
+using stream_protocol = stream_server<rpc_args, std::shared_ptr<rpc_promise::impl>>;
+using stream_work = stream_protocol::work;
 
 struct rpc_stream_writer::impl {
+  explicit impl(stream_server_options options) : protocol(std::move(options)) {}
+
   std::shared_ptr<serve_state> serving;
   /// Its in_flight counts this stream until it is retired.
   std::shared_ptr<served_name> handler;
   std::int64_t id = 0;
-  std::string method;
-  stream_clock::time_point deadline;
   /// The thread that takes this client's calls: it must never wait for
   /// credit, since the pulls that grant it arrive on it.
   std::thread::id serving_thread;
   /// The opening request's: rpc_request::cancelled() turns true with the stream's stop.
   std::shared_ptr<std::atomic<bool>> request_cancelled;
 
-  mutable std::mutex mutex;  // guards what follows
+  mutable std::mutex mutex;  // guards protocol
+  /// Told after every event: the writer waits on it for credit.
   std::condition_variable credit_changed;
-  /// One past the last item the caller granted credit for.
-  std::int64_t granted = 0;
-  /// The caller's window: also the most items held here unpulled, so that
-  /// a caller that pulls out of turn cannot make this side hold more.
-  std::int64_t window = 1;
-  /// Items given a place in the stream (written, or being encoded).
-  std::int64_t reserved = 0;
-  /// finish() or fail() was called: the items before it are the stream.
-  std::optional<std::int64_t> end_at;
-  std::optional<error> end_error;  // fail()'s; none: finish()
-  bool end_delivered = false;
-  /// Cancelled, or past the deadline: every pull gets this at once.
-  std::optional<error> stopped;
-  bool retired = false;
-  /// Pulls waiting for their item, by item.
-  std::map<std::int64_t, std::shared_ptr<rpc_promise::impl>> pulls;
-  /// Items written whose pull has not come yet (at most the window).
-  std::map<std::int64_t, rpc_args> items;
-  std::shared_ptr<rpc_promise::impl> watch;
+  stream_protocol protocol;
 };
 
 namespace {
 
-/// An answer to give once the stream's lock is let go (answering takes
-/// the serving state's lock and writes to the channel).
-struct outgoing {
-  std::shared_ptr<rpc_promise::impl> to;
-  std::optional<rpc_args> item;
-  std::optional<error> err;
-  bool end = false;
-  bool empty_dict = false;  // a cancel's answer: an empty dict, as a call's result
-};
-
-struct pending_work {
-  std::vector<outgoing> answers;
-  std::vector<rpc_args> dropped;  // items nobody will read: their pool buffers go back
-  bool retire = false;
-};
-
 using stream_impl = rpc_stream_writer::impl;
 
-error named(const stream_impl& s, const error& err) {
-  return error{err.code(), "'" + s.method + "': " + err.message()};
-}
-
-/// Answers the pulls that can be answered, and retires the stream when it
-/// is over. REQUIRES: s.mutex held.
-void settle(stream_impl& s, pending_work& work) {
-  for (auto it = s.pulls.begin(); it != s.pulls.end();) {
-    auto seq = it->first;
-    if (auto item = s.items.find(seq); item != s.items.end() && !s.stopped) {
-      work.answers.push_back({it->second, std::move(item->second), {}, false});
-      s.items.erase(item);
-      s.credit_changed.notify_all();  // room for one more held item
-    } else if (s.stopped) {
-      work.answers.push_back({it->second, {}, s.stopped, false});
-    } else if (s.end_at && seq >= *s.end_at) {
-      if (s.end_error) {
-        work.answers.push_back({it->second, {}, named(s, *s.end_error), false});
-      } else {
-        work.answers.push_back({it->second, {}, {}, true});
-      }
-      if (seq == *s.end_at) s.end_delivered = true;
-    } else {
-      ++it;
-      continue;
-    }
-    it = s.pulls.erase(it);
-  }
-  if (s.retired || !(s.stopped || (s.end_at && s.end_delivered))) return;
-  s.retired = true;
-  work.retire = true;
-  // Pulls left (asked twice) and the watch end with the stream.
-  for (auto& [seq, p] : s.pulls) {
-    work.answers.push_back({p, {}, s.stopped ? s.stopped : std::optional<error>{}, !s.stopped});
-  }
-  s.pulls.clear();
-  if (s.watch) work.answers.push_back({std::move(s.watch), {}, s.stopped, !s.stopped});
-  for (auto& [seq, item] : s.items) work.dropped.push_back(std::move(item));
-  s.items.clear();
-}
-
-void carry_out(stream_impl& s, pending_work& work) {
+/// Gives the answers `work` holds and lets the stream go when it retired.
+/// REQUIRES: s.mutex not held (answering takes the serving state's lock
+/// and writes to the channel).
+void carry_out(stream_impl& s, stream_work& work) {
+  if (work.stopped) s.request_cancelled->store(true, std::memory_order_release);
   for (auto& a : work.answers) {
-    if (a.item) {
-      a.to->answer_encoded(*a.item);
-    } else if (a.err) {
-      a.to->answer_error(*a.err);
-    } else if (a.end) {
-      a.to->answer_end();
-    } else if (a.empty_dict) {
-      a.to->answer(dict_builder{});
+    switch (a.kind) {
+      case stream_answer_kind::item: a.to->answer_encoded(*a.item); break;
+      case stream_answer_kind::error: a.to->answer_error(*a.err); break;
+      case stream_answer_kind::end: a.to->answer_end(); break;
+      case stream_answer_kind::done: a.to->answer(dict_builder{}); break;
     }
   }
-  work.dropped.clear();
-  if (!work.retire) return;
+  work.dropped.clear();  // their pool buffers go back
+  if (!work.retired) return;
   {
     std::lock_guard guard{s.serving->mutex};
     s.serving->streams.erase(s.id);
@@ -140,25 +59,17 @@ void carry_out(stream_impl& s, pending_work& work) {
   s.handler->in_flight.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-/// Stops the stream with `err`. REQUIRES: s.mutex held.
-void stop(stream_impl& s, error err, pending_work& work) {
-  if (s.stopped || s.retired) return;
-  s.stopped = std::move(err);
-  s.request_cancelled->store(true, std::memory_order_release);
+/// Runs one event of the protocol under the stream's lock, wakes a writer
+/// waiting for credit, then carries the work out.
+template <class Event>
+void on_event(stream_impl& s, Event event) {
+  stream_work work;
+  {
+    std::lock_guard guard{s.mutex};
+    event(s.protocol, work);
+  }
   s.credit_changed.notify_all();
-  settle(s, work);
-}
-
-error past_deadline(const stream_impl& s) {
-  return error{errc::timeout, "the deadline of the stream '" + s.method + "' passed"};
-}
-
-/// Why a write cannot go on, if it cannot. REQUIRES: s.mutex held.
-std::optional<error> refusal(stream_impl& s, pending_work& work) {
-  if (!s.stopped && stream_clock::now() >= s.deadline) stop(s, past_deadline(s), work);
-  if (s.stopped) return s.stopped;
-  if (s.end_at) return error{errc::invalid_argument, "the stream '" + s.method + "' was ended already"};
-  return std::nullopt;
+  carry_out(s, work);
 }
 
 /// Encodes `item` once, into the pool when it is large, as a result is.
@@ -170,68 +81,57 @@ result<rpc_args> encode_item(client::impl& c, const dict_builder& item) {
   return room;
 }
 
-result<void> write_item(stream_impl& s, const dict_builder& item, bool wait) {
-  pending_work work;
-  std::unique_lock lock{s.mutex};
-  std::optional<error> refused;
-  auto no_credit = [&s] {
-    return s.reserved >= s.granted || static_cast<std::int64_t>(s.items.size()) >= s.window;
-  };
-  while (!(refused = refusal(s, work)) && no_credit()) {
+/// A place for one item, waiting for credit when `wait` and this is not
+/// the serving thread. REQUIRES: `lock` holds s.mutex.
+result<std::int64_t> place_item(stream_impl& s, std::unique_lock<std::mutex>& lock, bool wait, stream_work& work) {
+  while (true) {
+    auto place = s.protocol.reserve(stream_clock::now(), work);
+    if (!place) return std::move(place).error();
+    if (*place) return **place;
+    auto& method = s.protocol.method();
     if (!wait) {
-      refused = error{errc::overloaded, "the caller of '" + s.method + "' has granted no credit for another item yet"};
-      break;
+      return error{errc::overloaded, "the caller of '" + method + "' has granted no credit for another item yet"};
     }
     if (std::this_thread::get_id() == s.serving_thread) {
-      refused = error{errc::overloaded, "no credit for another item of '" + s.method +
-                                            "', and the thread that takes this client's calls cannot wait for it: "
-                                            "write from a thread of your own"};
-      break;
+      return error{errc::overloaded, "no credit for another item of '" + method +
+                                         "', and the thread that takes this client's calls cannot wait for it: "
+                                         "write from a thread of your own"};
     }
-    s.credit_changed.wait_until(lock, s.deadline);
+    s.credit_changed.wait_until(lock, s.protocol.deadline());
   }
-  if (refused) {
-    lock.unlock();
-    carry_out(s, work);
-    return *refused;
-  }
-  auto seq = s.reserved++;
-  lock.unlock();
-  auto encoded = encode_item(*s.serving->owner_client, item);
-  lock.lock();
-  if (!encoded) {
-    // The stream cannot go on past a hole: it ends with the error.
-    if (!s.end_at) {
-      s.end_at = seq;
-      s.end_error = error{encoded.code(), "an item could not be sent: " + encoded.error().message()};
-    }
-    settle(s, work);
-    lock.unlock();
-    carry_out(s, work);
-    return encoded.error();
-  }
-  if (s.stopped) {
-    auto why = *s.stopped;
-    lock.unlock();
-    return why;
-  }
-  s.items.emplace(seq, std::move(*encoded));
-  settle(s, work);
+}
+
+result<void> write_item(stream_impl& s, const dict_builder& item, bool wait) {
+  stream_work work;
+  std::unique_lock lock{s.mutex};
+  auto seq = place_item(s, lock, wait, work);
   lock.unlock();
   carry_out(s, work);
-  return {};
+  if (!seq) return std::move(seq).error();
+  auto encoded = encode_item(*s.serving->owner_client, item);
+  stream_work after;
+  result<void> written;
+  lock.lock();
+  if (!encoded) {
+    s.protocol.unencodable(*seq, encoded.error(), after);
+    written = encoded.error();
+  } else {
+    written = s.protocol.ready(*seq, std::move(*encoded), after);
+  }
+  lock.unlock();
+  s.credit_changed.notify_all();
+  carry_out(s, after);
+  return written;
 }
 
 void end_stream(stream_impl& s, std::optional<error> err) {
-  pending_work work;
-  {
-    std::lock_guard guard{s.mutex};
-    if (s.stopped || s.end_at) return;
-    s.end_at = s.reserved;
-    s.end_error = std::move(err);
-    settle(s, work);
-  }
-  carry_out(s, work);
+  on_event(s, [&err](stream_protocol& p, stream_work& w) {
+    if (err) {
+      p.fail(std::move(*err), w);
+    } else {
+      p.finish(w);
+    }
+  });
 }
 
 std::shared_ptr<stream_impl> find_stream(serve_state& state, std::int64_t id) {
@@ -240,8 +140,7 @@ std::shared_ptr<stream_impl> find_stream(serve_state& state, std::int64_t id) {
   return it == state.streams.end() ? nullptr : it->second;
 }
 
-/// A watch or a pull: kept until the stream answers it; a cancel of it
-/// stops the stream.
+/// A watch, pull or cancel of a stream open here.
 void control_call(serve_state& state, const std::shared_ptr<rpc_promise::impl>& promise, const dict_view& args) {
   auto id = args.find(stream_field::id)->as_int64();
   auto* op_field = args.find(stream_field::op);
@@ -251,58 +150,32 @@ void control_call(serve_state& state, const std::shared_ptr<rpc_promise::impl>& 
     return promise->answer_error(
         error{errc::not_found, "'" + promise->method + "' has no open stream of that id here (it ended)"});
   }
-  auto& s = *stream;
-  pending_work work;
-  std::unique_lock lock{s.mutex};
   if (op && *op == "cancel") {
-    stop(s, stream_clock::now() >= s.deadline ? past_deadline(s)
-                                               : error{errc::cancelled, "the caller cancelled the stream '" + s.method + "'"},
-         work);
-    work.answers.push_back({promise, {}, {}, false, true});
-  } else if (op && (*op == "watch" || *op == "pull")) {
-    {
-      std::lock_guard guard{state.mutex};
-      state.stream_calls[promise->request_id] = stream;
-    }
-    auto* seq_field = args.find(stream_field::seq);
-    auto seq = seq_field != nullptr ? seq_field->as_int64() : result<std::int64_t>{std::int64_t{0}};
-    if (s.retired) {
-      work.answers.push_back({promise, {}, s.stopped, !s.stopped});
-    } else if (*op == "watch") {
-      if (s.watch) work.answers.push_back({std::move(s.watch), {}, error{errc::invalid_argument, "watched twice"}});
-      s.watch = promise;
-    } else if (!seq || *seq < 0 || s.pulls.size() >= static_cast<std::size_t>(s.window) || s.pulls.contains(*seq)) {
-      work.answers.push_back({promise, {}, error{errc::invalid_argument, "a bad pull of a stream"}, false});
-    } else {
-      if (*seq >= s.granted) {
-        s.granted = *seq + 1;
-        s.credit_changed.notify_all();
-      }
-      s.pulls.emplace(*seq, promise);
-      settle(s, work);
-    }
-  } else {
-    work.answers.push_back({promise, {}, error{errc::invalid_argument, "an unknown stream operation"}, false});
+    return on_event(*stream, [&promise](stream_protocol& p, stream_work& w) {
+      p.cancel(promise, stream_clock::now(), w);
+    });
   }
-  lock.unlock();
-  carry_out(s, work);
+  if (!op || (*op != "watch" && *op != "pull")) {
+    return promise->answer_error(error{errc::invalid_argument, "an unknown stream operation"});
+  }
+  {
+    // A cancel of a watch or pull stops the stream (serve_state::on_cancel).
+    std::lock_guard guard{state.mutex};
+    state.stream_calls[promise->request_id] = stream;
+  }
+  if (*op == "watch") {
+    return on_event(*stream, [&promise](stream_protocol& p, stream_work& w) { p.watch(promise, w); });
+  }
+  auto* seq_field = args.find(stream_field::seq);
+  auto seq = seq_field != nullptr ? seq_field->as_int64() : result<std::int64_t>{std::int64_t{0}};
+  auto item = seq ? *seq : std::int64_t{-1};  // not a number: a bad pull
+  on_event(*stream, [&promise, item](stream_protocol& p, stream_work& w) { p.pull(item, promise, w); });
 }
 
 }  // namespace
 
 void stream_call_cancelled(rpc_stream_writer::impl& s) {
-  pending_work work;
-  {
-    std::lock_guard guard{s.mutex};
-    // The caller's calls of a stream outlast its deadline (docs/rpc.md),
-    // so a cancel before it is the caller's: it cancelled, or went away.
-    if (stream_clock::now() >= s.deadline) {
-      stop(s, past_deadline(s), work);
-    } else {
-      stop(s, error{errc::cancelled, "the caller of the stream '" + s.method + "' cancelled it or went away"}, work);
-    }
-  }
-  carry_out(s, work);
+  on_event(s, [](stream_protocol& p, stream_work& w) { p.call_cancelled(stream_clock::now(), w); });
 }
 
 void stop_streams(serve_state& state, const error& why) {
@@ -312,12 +185,7 @@ void stop_streams(serve_state& state, const error& why) {
     for (auto& [id, stream] : state.streams) open.push_back(stream);
   }
   for (auto& stream : open) {
-    pending_work work;
-    {
-      std::lock_guard guard{stream->mutex};
-      stop(*stream, why, work);
-    }
-    carry_out(*stream, work);
+    on_event(*stream, [&why](stream_protocol& p, stream_work& w) { p.lost(why, w); });
   }
 }
 
@@ -342,15 +210,15 @@ void serve_state::on_stream_call(const std::shared_ptr<serve_state>& self, std::
   }
   auto* window_field = request->args().find(stream_field::window);
   auto window = window_field != nullptr ? window_field->as_int64() : result<std::int64_t>{std::int64_t{16}};
-  auto s = std::make_shared<stream_impl>();
+  auto s = std::make_shared<stream_impl>(stream_server_options{
+      .method = call.method,
+      .window = window ? stream_protocol::window_for(*window) : 1,
+      .deadline = request->deadline(),
+  });
   s->serving = self;
   s->handler = std::move(promise->handler);  // counted until the stream is retired
-  s->method = call.method;
-  s->deadline = request->deadline();
   s->serving_thread = std::this_thread::get_id();
   s->request_cancelled = std::move(cancelled);
-  s->window = window ? std::clamp<std::int64_t>(*window, 1, rpc_stream_window_max) : 1;
-  s->granted = s->window;
   {
     std::lock_guard guard{mutex};
     s->id = next_stream++;
@@ -399,14 +267,12 @@ void rpc_stream_writer::fail(const error& err) {
 bool rpc_stream_writer::cancelled() const noexcept {
   if (!impl_) return true;
   std::lock_guard guard{impl_->mutex};
-  return impl_->stopped.has_value() || stream_clock::now() >= impl_->deadline;
+  return impl_->protocol.cancelled(stream_clock::now());
 }
 std::uint32_t rpc_stream_writer::credit() const noexcept {
   if (!impl_) return 0;
   std::lock_guard guard{impl_->mutex};
-  if (impl_->stopped || impl_->end_at) return 0;
-  auto room = impl_->window - static_cast<std::int64_t>(impl_->items.size());
-  return static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::min(impl_->granted - impl_->reserved, room)));
+  return impl_->protocol.credit();
 }
 
 }  // namespace sluice
