@@ -8,9 +8,17 @@
 // endpoint from its actor, the RPC channel under its mutex). The
 // simulator runs the endpoint's table on virtual time.
 //
+// Storage that stops allocating once warm: an open-addressing hash map
+// of the open requests and a heap of their deadlines in a vector. A
+// request that finishes leaves its heap entry behind; entries of finished
+// requests are skipped when they come to the top, and the heap is rebuilt
+// from the open requests when they outnumber those by far. (Each request
+// on a caller's hot path — a get through the direct shm call — would
+// otherwise cost two node allocations and two frees.)
+//
 // Invariants (asserted):
-//   1. every open request has exactly one deadline entry, and every
-//      deadline entry names an open request;
+//   1. every open request has a deadline entry in the heap; the heap
+//      holds at most 2 * size() + heap_slack entries;
 //   2. ids are handed out once, growing from 1, never 0 (0 on the wire
 //      means "no request");
 //   3. at most `bound()` requests are open; open() refuses beyond it.
@@ -19,12 +27,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <map>
+#include <algorithm>
+#include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include <sluice/result.hpp>
 
@@ -59,16 +69,20 @@ class request_table {
     }
     auto id = next_id_++;
     SLUICE_ASSERT(id != 0);
-    auto [it, inserted] = open_.emplace(id, slot{deadline, std::move(entry)});
+    auto [it, inserted] = open_.try_emplace(id, slot{deadline, std::move(entry)});
     SLUICE_ASSERT(inserted);
-    auto [when, fresh] = deadlines_.emplace(deadline, id);
-    SLUICE_ASSERT(fresh);
-    check();
+    deadlines_.push_back({deadline, id});
+    std::push_heap(deadlines_.begin(), deadlines_.end(), later);
+    compact();
     return id;
   }
 
   /// The entry of an open request, or null once it finished.
   Entry* find(std::uint64_t id) {
+    auto it = open_.find(id);
+    return it == open_.end() ? nullptr : &it->second.entry;
+  }
+  const Entry* find(std::uint64_t id) const {
     auto it = open_.find(id);
     return it == open_.end() ? nullptr : &it->second.entry;
   }
@@ -79,25 +93,26 @@ class request_table {
   std::optional<Entry> close(std::uint64_t id) {
     auto it = open_.find(id);
     if (it == open_.end()) return std::nullopt;
-    auto erased = deadlines_.erase({it->second.deadline, id});
-    SLUICE_ASSERT(erased == 1);
     std::optional<Entry> entry{std::move(it->second.entry)};
     open_.erase(it);
-    check();
+    // Its heap entry stays until it comes to the top or a rebuild.
+    compact();
     return entry;
   }
 
   /// The open request whose deadline comes first, when that deadline is
   /// not after `now`. A sweep closes these one at a time until none is left.
-  std::optional<std::uint64_t> first_expired(request_time now) const {
-    if (deadlines_.empty() || deadlines_.begin()->first > now) return std::nullopt;
-    return deadlines_.begin()->second;
+  std::optional<std::uint64_t> first_expired(request_time now) {
+    drop_finished();
+    if (deadlines_.empty() || deadlines_.front().first > now) return std::nullopt;
+    return deadlines_.front().second;
   }
 
   /// The earliest deadline of an open request: when to sweep next.
-  std::optional<request_time> next_deadline() const {
+  std::optional<request_time> next_deadline() {
+    drop_finished();
     if (deadlines_.empty()) return std::nullopt;
-    return deadlines_.begin()->first;
+    return deadlines_.front().first;
   }
 
   /// The ids of the open requests whose entry satisfies `pred`, in id
@@ -109,6 +124,9 @@ class request_table {
     for (auto& [id, s] : open_) {
       if (pred(s.entry)) out.push_back(id);
     }
+    // The hash map's order is not the ids': sort, so that what callers
+    // do with them does not depend on it.
+    std::sort(out.begin(), out.end());
     return out;
   }
 
@@ -125,15 +143,38 @@ class request_table {
     Entry entry;
   };
 
-  void check() const {
-    SLUICE_ASSERT(open_.size() == deadlines_.size());
+  using deadline_entry = std::pair<request_time, std::uint64_t>;
+  /// Heap entries of finished requests tolerated beyond 2 * size().
+  static constexpr std::size_t heap_slack = 64;
+
+  /// The heap's order: the earliest deadline on top, then the lowest id.
+  static bool later(const deadline_entry& a, const deadline_entry& b) { return a > b; }
+
+  /// Pops heap entries of requests that finished, down to an open one.
+  void drop_finished() {
+    while (!deadlines_.empty() && !open_.contains(deadlines_.front().second)) {
+      std::pop_heap(deadlines_.begin(), deadlines_.end(), later);
+      deadlines_.pop_back();
+    }
+  }
+
+  /// Rebuilds the heap from the open requests when finished ones
+  /// outnumber them by far; keeps invariants 1 and 3.
+  void compact() {
+    if (deadlines_.size() > 2 * open_.size() + heap_slack) {
+      deadlines_.clear();
+      for (auto& [id, s] : open_) deadlines_.push_back({s.deadline, id});
+      std::make_heap(deadlines_.begin(), deadlines_.end(), later);
+    }
+    SLUICE_ASSERT(deadlines_.size() >= open_.size());
+    SLUICE_ASSERT(deadlines_.size() <= 2 * open_.size() + heap_slack);
     SLUICE_ASSERT(open_.size() <= bound_);
   }
 
   std::size_t bound_;
   std::uint64_t next_id_ = 1;
-  std::map<std::uint64_t, slot> open_;
-  std::set<std::pair<request_time, std::uint64_t>> deadlines_;
+  absl::flat_hash_map<std::uint64_t, slot> open_;
+  std::vector<deadline_entry> deadlines_;  // a heap by `later`
 };
 
 }  // namespace sluice
