@@ -35,6 +35,19 @@ shm_server_options small_rings() {
   return o;
 }
 
+/// small_rings() handing clients the pool's first segment.
+shm_server_options rings_with_pool(const pool& p) {
+  auto o = small_rings();
+  o.segments.push_back({p.segment_at(0).fd(), p.segment_at(0).size_bytes(), p.segment_at(0).base()});
+  return o;
+}
+
+/// `bytes` as a payload that counts in `released` when its last copy goes.
+shared_bytes counted(std::span<std::byte> bytes, std::atomic<int>& released) {
+  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
+  return shared_bytes{std::move(keeper), bytes};
+}
+
 }  // namespace
 
 TEST_CASE("shm: frames flow both ways between a client and its owner") {
@@ -169,14 +182,10 @@ TEST_CASE("shm: a payload in the owner's pool is read in place and its lease com
   auto bytes = (*p)->resolve(*r).value();
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i % 253);
   std::atomic<int> released{0};
-  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
-  shared_bytes payload{keeper, bytes};
-  keeper.reset();
+  auto payload = counted(bytes, released);
 
   recording_sink owner_sink, client_sink;
-  auto options = small_rings();
-  options.segments.push_back({(*p)->segment_at(0).fd(), (*p)->segment_at(0).size_bytes(),
-                              (*p)->segment_at(0).base()});
+  auto options = rings_with_pool(**p);
   shm_server server{1, owner_sink, {}, options};
   auto name = unique_name("lease");
   REQUIRE(server.listen(name).ok());
@@ -263,15 +272,11 @@ TEST_CASE("shm: a client that holds more values than its lease bound is disconne
   REQUIRE(r.ok());
   auto bytes = (*p)->resolve(*r).value();
   std::atomic<int> released{0};
-  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
-  shared_bytes payload{keeper, bytes};
-  keeper.reset();
+  auto payload = counted(bytes, released);
 
   recording_sink owner_sink, client_sink;
-  auto options = small_rings();
+  auto options = rings_with_pool(**p);
   options.leases_per_client_max = 8;
-  options.segments.push_back({(*p)->segment_at(0).fd(), (*p)->segment_at(0).size_bytes(),
-                              (*p)->segment_at(0).base()});
   shm_server server{1, owner_sink, {}, options};
   auto name = unique_name("lease-bound");
   REQUIRE(server.listen(name).ok());
