@@ -488,9 +488,10 @@ TEST_CASE("shm ring: two processes ping-pong 20k messages through two rings with
   // Every wait ended one way (a readable and a writable wait per message).
   const auto& stats = report->child_stats;
   CHECK(stats.ready_at_once + stats.ready_spinning + stats.ready_after_sleep == 2 * messages);
-  // Back-to-back messages are caught spinning unless the two processes
-  // never once ran at the same time.
-  CHECK(stats.ready_spinning > 0);
+  // How many are caught spinning is not checked: that takes the two
+  // processes running at the same moment, which a host busy with other
+  // tests does not give (the spin policy then stops spinning, as it
+  // should). Its decisions are tested in spin_policy_test.cpp.
   MESSAGE("child waits: at once " << report->child_stats.ready_at_once << ", spinning "
                                   << report->child_stats.ready_spinning << ", after sleep "
                                   << report->child_stats.ready_after_sleep << ", sleeps "

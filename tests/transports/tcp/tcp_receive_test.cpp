@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/wire/codec.hpp"
-#include "tests/transports/tcp_pair.hpp"
+#include "tests/transports/tcp/tcp_pair.hpp"
 
 namespace sluice::transport {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/transports/tcp_pair.hpp"
+#include "tests/transports/tcp/tcp_pair.hpp"
 #include "tests/transports/test_sink.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
