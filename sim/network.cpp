@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/assert.hpp"
+#include "runtime/wire/codec.hpp"
 
 namespace sluice::sim {
 namespace {
@@ -204,7 +205,14 @@ void network::deliver(event& ev) {
     }
   }
   std::optional<wire::message> decoded;
-  if (header && n.fast && link.delivered[end]) {
+  if (header && n.fast && !link.delivered[end]) {
+    // The hello, decoded once to learn whether the link is a client's
+    // (transport::offers_fast_path), as a real transport does.
+    if (auto hello = wire::decode(inbound); hello) {
+      link.fast_offered[end] = transport::offers_fast_path(*hello);
+      decoded = std::move(*hello);
+    }
+  } else if (header && n.fast && link.fast_offered[end]) {
     if (auto taken = n.fast(ev.link, inbound, decoded)) {
       if (taken->reply) schedule_frame(ev.serial, end, std::move(*taken->reply), frame_faults_);
       return;

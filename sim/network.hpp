@@ -109,6 +109,7 @@ class network {
     sim_time clogged_until[2];
     std::deque<wire::outbound_frame> held[2];  // frames waiting out a partition
     bool delivered[2] = {false, false};        // end i passed a frame to its sink
+    bool fast_offered[2] = {false, false};     // end i's frames go to its fast path first (a client's link)
   };
   struct event {
     event_kind kind;

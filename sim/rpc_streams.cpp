@@ -348,8 +348,8 @@ void rpc_workload::serve_stream_open(int client, std::uint64_t incarnation, cons
   }
   auto& rec = it->second;
   if (++rec.opens > 1) checker_.violation(fmt::format("rpc: stream {} was opened {} times", id, rec.opens));
-  if (!served_by_[{client, rec.name}].contains(incarnation) || !state_of(client).wanted.contains(rec.name)) {
-    return answer(wire::error_reply{errc::not_found, "client does not serve " + name(rec.name)}, {});
+  if (auto found = state_of(client).table->find(name(rec.name)); !found) {
+    return answer(wire::error_reply{found.code(), found.error().message()}, {});
   }
   auto& random = world_.workload_rng();
   auto budget = msg.env.deadline_us == 0 ? options_.timeout

@@ -88,6 +88,7 @@ rpc_workload::client_state& rpc_workload::state_of(int client) {
     auto wanted = std::move(st.wanted);
     st = client_state{};
     st.incarnation = inc;
+    st.table.emplace(world_.id_of(world_.client_index(client)).to_string());
     st.wanted = std::move(wanted);
     st.serve_due = true;
   }
@@ -147,10 +148,16 @@ void rpc_workload::serve_wanted(int client) {
   for (auto [serve, n] : steps) {
     api_call msg;
     if (serve) {
-      msg.request = wire::rpc{wire::rpc_serve{name(n), 1 + static_cast<std::uint32_t>(world_.workload_rng().uniform(4))}};
-      // Calls may reach it from now on.
+      auto limits = served_limits{1 + static_cast<std::uint32_t>(world_.workload_rng().uniform(4)), {}};
+      // Calls may reach it from now on (the library serves it before it
+      // tells the owner).
+      auto served = st.table->serve(name(n), n, served_kind::call, limits);
+      if (!served) checker_.violation(fmt::format("rpc: client-{} could not serve {}: {}", client, name(n),
+                                                  served.error().to_string()));
+      msg.request = wire::rpc{wire::rpc_serve{name(n), limits.max_concurrent}};
       served_by_[{client, n}].insert(inc);
     } else {
+      (void)st.table->unserve(name(n));
       msg.request = wire::rpc{wire::rpc_unserve{name(n)}};
       st.serving.erase(n);
     }
@@ -187,11 +194,26 @@ void rpc_workload::run_call(int client, std::uint64_t incarnation, const wire::m
     checker_.violation(fmt::format("rpc: call {} to '{}' reached client-{} as a call to '{}'", id, name(rec.name),
                                    client, call.method));
   }
-  // What a handler of the client library answers when it no longer
-  // serves the name (an unserve raced the call).
-  if (!served_by_[{client, rec.name}].contains(incarnation) || !state_of(client).wanted.contains(rec.name)) {
-    return answer(wire::error_reply{errc::not_found, "client does not serve " + call.method}, {});
+  // Admitted as the library admits it: not_found when the client no
+  // longer serves the name (an unserve raced the call), overloaded past
+  // the name's max_concurrent.
+  auto& table = *state_of(client).table;
+  auto found = table.find(call.method);
+  if (!found) return answer(wire::error_reply{found.code(), found.error().message()}, {});
+  if (!served_by_[{client, rec.name}].contains(incarnation)) {
+    checker_.violation(fmt::format("rpc: client-{} serves '{}' without having told its owner", client, call.method));
   }
+  if (auto admitted = table.admit(**found); !admitted) {
+    ++calls_refused_;
+    return answer(wire::error_reply{admitted.code(), admitted.error().message()}, {});
+  }
+  // Every answer counts the call down, unless the client restarted since
+  // (its table went with it).
+  answer = [this, client, incarnation, entry = *found, answer = std::move(answer)](wire::body body,
+                                                                                   shared_bytes payload) {
+    if (current(client, incarnation)) state_of(client).table->release(*entry);
+    answer(std::move(body), std::move(payload));
+  };
   auto& random = world_.workload_rng();
   auto roll = random.uniform(100);
   if (roll < 8) {

@@ -35,10 +35,12 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <sluice/dict.hpp>
 
+#include "actors/client/serve_table.hpp"
 #include "actors/client/stream_caller.hpp"
 #include "actors/client/stream_server.hpp"
 #include "sim/checker.hpp"
@@ -83,6 +85,8 @@ class rpc_workload {
   void check_answered();
 
   std::uint64_t calls() const noexcept { return calls_; }
+  /// Calls their serving client answered `overloaded` (past max_concurrent).
+  std::uint64_t calls_refused() const noexcept { return calls_refused_; }
   /// Streams opened, and the items read in them.
   std::uint64_t streams() const noexcept { return streams_opened_; }
   std::uint64_t stream_items() const noexcept { return stream_items_; }
@@ -91,12 +95,19 @@ class rpc_workload {
 
  private:
   class server;
+  /// What a client serves, as the library keeps it: the client core's
+  /// serving state (a name's handler is its number; cancels and streams
+  /// are tracked apart, below).
+  using serving_table = serve_table<int, std::monostate, std::monostate>;
   struct client_state {
     std::uint64_t incarnation = 0;
     int outstanding = 0;
     /// Names this incarnation serves (acknowledged) and serves next.
     std::set<int> serving;
     std::set<int> wanted;
+    /// The names this incarnation serves, their admission and limits:
+    /// served on sending the serve, unserved on sending the unserve.
+    std::optional<serving_table> table;
     bool serve_due = false;
     bool serving_in_flight = false;
   };
@@ -219,6 +230,7 @@ class rpc_workload {
   std::uint64_t stream_items_written_ = 0;
   std::uint64_t next_call_ = 1;
   std::uint64_t calls_ = 0;
+  std::uint64_t calls_refused_ = 0;
   sim_time stop_{};
   sim_time maintain_until_{};
 };

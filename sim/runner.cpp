@@ -197,6 +197,7 @@ run_report run_seed(const run_options& options) {
   report.steps = w.steps();
   report.operations = work.operations();
   report.rpc_calls = rpc ? rpc->calls() : 0;
+  report.rpc_calls_refused = rpc ? rpc->calls_refused() : 0;
   report.rpc_streams = rpc ? rpc->streams() : 0;
   report.rpc_stream_items = rpc ? rpc->stream_items() : 0;
   std::tie(report.rdma_reads, report.rdma_reads_failed) = w.rdma_reads();

@@ -57,6 +57,7 @@ struct run_report {
   std::uint64_t steps = 0;
   std::uint64_t operations = 0;
   std::uint64_t rpc_calls = 0;  ///< with run_options::rpc
+  std::uint64_t rpc_calls_refused = 0;  ///< answered overloaded by their serving client
   std::uint64_t rpc_streams = 0;       ///< streams opened, with run_options::rpc
   std::uint64_t rpc_stream_items = 0;  ///< items read in them
   std::uint64_t rdma_reads = 0;         ///< with run_options::rdma: completed

@@ -162,13 +162,23 @@ struct fast_taken {
 /// Answers a request without the node's actors when it can (an owner's
 /// fast path, see actors/owner/fast_path.hpp): returns what it made of the
 /// frame, or nothing to deliver the frame as usual. Called on a
-/// transport's thread for every frame of a link after the first (the
-/// hello, delivered the usual way). Must not block.
+/// transport's thread for every frame after the first (the hello,
+/// delivered the usual way) of a link that offers_fast_path(). Must not
+/// block.
 /// When it does not take the frame it may leave the message it decoded in
 /// `decoded`; the transport then hands that to the sink (on_message)
 /// instead of the frame.
 using fast_path_fn = std::function<std::optional<fast_taken>(link_id link, const wire::inbound_frame&,
                                                              std::optional<wire::message>& decoded)>;
+
+/// Whether a link whose first frame (its hello) decoded to `first` is
+/// offered to a fast path: only a client's. Links to owners and the master
+/// carry nothing a fast path answers; offering their frames would only
+/// decode each of them on the transport's thread to hand it on.
+inline bool offers_fast_path(const wire::message& first) {
+  auto* h = std::get_if<wire::hello>(&first.env.body);
+  return h != nullptr && h->sender_role == role::client;
+}
 
 /// Room for an inbound payload of `bytes` bytes that no expect_payload()
 /// asked for (a put's value, a copy sent to be stored): an owner hands out

@@ -56,8 +56,8 @@ const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGT
 std::string summary(const sim::run_report& r) {
   auto& c = r.counts;
   auto rpc = r.rpc_calls == 0 ? std::string{}
-                              : fmt::format(", {} rpc calls, {} streams ({} items read)", r.rpc_calls,
-                                            r.rpc_streams, r.rpc_stream_items);
+                              : fmt::format(", {} rpc calls ({} refused overloaded), {} streams ({} items read)",
+                                            r.rpc_calls, r.rpc_calls_refused, r.rpc_streams, r.rpc_stream_items);
   if (r.rdma_reads + r.rdma_reads_failed > 0) {
     rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);
   }
@@ -124,6 +124,9 @@ struct sweep_tally {
   std::vector<sim::run_options> failed;
   double simulated_s = 0;
   double real_s = 0;
+  std::uint64_t rpc_calls = 0;
+  std::uint64_t rpc_streams = 0;
+  std::uint64_t rpc_stream_items = 0;
 
   double speedup() const { return real_s > 0 ? simulated_s / real_s : 0.0; }
 };
@@ -142,6 +145,11 @@ void print_sweep_summary(const sweep_tally& t) {
   std::cout << "\n";
   for (auto& o : t.failed) std::cout << "  replay: " << sim::replay_command(o) << "\n";
   std::cout << fmt::format("simulated {:.0f}s in {:.1f}s", t.simulated_s, t.real_s) << "\n";
+  if (t.rpc_calls > 0) {
+    std::cout << fmt::format("rpc: {} calls, {} streams, {} stream items read, in all", t.rpc_calls, t.rpc_streams,
+                             t.rpc_stream_items)
+              << "\n";
+  }
 }
 
 void print_single(const sim_flags& f, const sim::run_report& report) {
@@ -168,6 +176,9 @@ int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fa
     ++tally.run;
     tally.simulated_s += report.simulated_s;
     tally.real_s += report.real_s;
+    tally.rpc_calls += report.rpc_calls;
+    tally.rpc_streams += report.rpc_streams;
+    tally.rpc_stream_items += report.rpc_stream_items;
     if (total == 1) print_single(f, report);
     if (!report.passed()) {
       tally.failed.push_back(options);

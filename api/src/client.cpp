@@ -2,12 +2,10 @@
 
 #include <cstring>
 
-#include <caf/send.hpp>
-
-#include "actors/client/client.hpp"
-#include "sluice/dict.hpp"
-#include "transports/shm/shm_client.hpp"
 #include "api/src/client_impl.hpp"
+#include "api/src/kv_calls.hpp"
+#include "api/src/calls.hpp"
+#include "sluice/dict.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/keys.hpp"
 
@@ -17,47 +15,6 @@ namespace {
 /// Values at least this large are put by reserving pool memory and
 /// copying once into it, rather than through the request ring.
 constexpr std::size_t copy_once_bytes_min = 256 * 1024;
-
-/// A synchronous call waits this much longer than its own deadline before
-/// giving up on the node, so the node's timeout error normally wins.
-constexpr std::chrono::milliseconds sync_slack{1000};
-
-template <class T>
-using callback = std::function<void(result<T>)>;
-
-template <class T, class Convert>
-void call(client::impl& c, wire::body request, shared_bytes payload, call_options options,
-          Convert convert, callback<T> done) {
-  auto timeout = options.timeout.count() > 0 ? options.timeout : c.options.timeout;
-  api_call msg;
-  msg.request = std::move(request);
-  msg.payload = std::move(payload);
-  msg.timeout = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
-  msg.done = [convert = std::move(convert), done = std::move(done)](result<wire::message> reply) {
-    done(convert(reply));
-  };
-  caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
-}
-
-template <class T>
-result<T> wait_for(std::future<result<T>> future, std::chrono::milliseconds timeout) {
-  if (future.wait_for(timeout + sync_slack) != std::future_status::ready) {
-    return fail(errc::timeout, "no answer from the client node within " +
-                                   std::to_string((timeout + sync_slack).count()) + " ms");
-  }
-  return future.get();
-}
-
-template <class T>
-std::pair<callback<T>, std::future<result<T>>> promise_callback() {
-  auto promise = std::make_shared<std::promise<result<T>>>();
-  auto future = promise->get_future();
-  return {[promise](result<T> r) { promise->set_value(std::move(r)); }, std::move(future)};
-}
-
-std::chrono::milliseconds effective(const client::impl& c, call_options o) {
-  return o.timeout.count() > 0 ? o.timeout : c.options.timeout;
-}
 
 /// Starts `start(key, done)` for every key at once, then waits for each;
 /// one result per key, in order.
@@ -77,24 +34,7 @@ std::vector<result<T>> run_batch(std::span<const std::string_view> keys, std::ch
   return out;
 }
 
-result<wire::put_condition> condition_of(const put_options& o) {
-  if (o.if_absent && o.if_version != 0) {
-    return fail(errc::invalid_argument, "a put may require the key absent or at a version, not both");
-  }
-  if (o.ttl.count() < 0) return fail(errc::invalid_argument, "a negative time to live");
-  if (o.replicas < 1 || o.replicas > 255) return fail(errc::invalid_argument, "replicas must be from 1 to 255");
-  return wire::put_condition{o.if_absent, o.if_version};
-}
-
-std::uint64_t ttl_of(const put_options& o) { return static_cast<std::uint64_t>(std::max<std::int64_t>(o.ttl.count(), 0)); }
-
 // --- reply conversions ---------------------------------------------------
-
-result<std::uint64_t> to_version(result<wire::message>& reply) {
-  auto body = reply_body<wire::kv_put_reply>(reply);
-  if (!body) return std::move(body).error();
-  return body->version;
-}
 
 result<value> to_value(result<wire::message>& reply) {
   auto body = reply_body<wire::kv_get_reply>(reply);
@@ -113,41 +53,6 @@ result<bool> to_exists(result<wire::message>& reply) {
   auto body = reply_body<wire::kv_exists_reply>(reply);
   if (!body) return std::move(body).error();
   return body->exists;
-}
-
-result<cluster_status> to_status(result<wire::message>& reply) {
-  auto body = reply_body<wire::cluster_status_reply>(reply);
-  if (!body) return std::move(body).error();
-  cluster_status out;
-  out.master_id = body->master.to_string();
-  out.object_count = body->object_count;
-  for (auto& m : body->members) {
-    member_info info;
-    info.id = m.id.to_string();
-    info.role = std::string{to_string(m.member_role)};
-    info.name = m.name;
-    info.address = m.address;
-    info.up = m.state == wire::member_state::up;
-    info.capacity_bytes = m.capacity_bytes;
-    info.used_bytes = m.used_bytes;
-    info.object_count = m.object_count;
-    info.evictions = m.evictions;
-    info.stored_bytes = m.stored_bytes;
-    info.stored_objects = m.stored_objects;
-    info.home_slots = m.home_slots;
-    info.own_commits = m.own_commits;
-    info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
-    for (auto& l : m.links) {
-      link_info link{l.peer.to_string(), l.peer_name, l.active, l.via.value == 0 ? "" : l.via.to_string(), {}};
-      for (auto& p : l.paths) {
-        link.paths.push_back(path_info{p.kind, p.health, p.failures, std::chrono::microseconds{p.retry_in_us},
-                                       p.last_error, p.bytes});
-      }
-      info.links.push_back(std::move(link));
-    }
-    out.members.push_back(std::move(info));
-  }
-  return out;
 }
 
 result<void> to_pong(result<wire::message>& reply) {
@@ -173,6 +78,23 @@ std::vector<std::string> owner_addresses(const std::string& address, client_tran
 }
 
 }  // namespace
+
+result<wire::put_condition> condition_of(const put_options& o) {
+  if (o.if_absent && o.if_version != 0) {
+    return fail(errc::invalid_argument, "a put may require the key absent or at a version, not both");
+  }
+  if (o.ttl.count() < 0) return fail(errc::invalid_argument, "a negative time to live");
+  if (o.replicas < 1 || o.replicas > 255) return fail(errc::invalid_argument, "replicas must be from 1 to 255");
+  return wire::put_condition{o.if_absent, o.if_version};
+}
+
+std::uint64_t ttl_of(const put_options& o) { return static_cast<std::uint64_t>(std::max<std::int64_t>(o.ttl.count(), 0)); }
+
+result<std::uint64_t> to_version(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_put_reply>(reply);
+  if (!body) return std::move(body).error();
+  return body->version;
+}
 
 result<client_options> load_client_options(const std::string& config_file) {
   auto cfg = load_config_file(config_file);
@@ -400,132 +322,6 @@ result<bool> client::unpin(std::string_view key, const pin_options& o) {
   auto [done, future] = promise_callback<bool>();
   call<bool>(*impl_, wire::unpin{std::string{key}, o.detached ? 0U : 1U}, {}, options, convert, std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
-}
-
-result<cluster_status> client::status(call_options options) {
-  auto [done, future] = promise_callback<cluster_status>();
-  call<cluster_status>(*impl_, wire::cluster_status{}, {}, options, to_status, std::move(done));
-  return wait_for(std::move(future), effective(*impl_, options));
-}
-
-// --- writing in place --------------------------------------------------------
-
-struct writable_value::impl {
-  client::impl* owner = nullptr;  // REQUIRES: the client outlives this value
-  std::string key;
-  wire::put_condition condition;  // checked at commit
-  std::uint64_t ttl_ms = 0;
-  std::uint32_t replicas = 1;
-  std::string prefer_owner;
-  std::span<std::byte> bytes;
-  std::shared_ptr<void> keep;                // the mapping, or the local buffer
-  std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
-  bool finished = false;
-};
-
-writable_value::writable_value(std::unique_ptr<impl> state) : impl_(std::move(state)) {}
-writable_value::writable_value(writable_value&&) noexcept = default;
-writable_value& writable_value::operator=(writable_value&& other) noexcept {
-  if (this != &other) {
-    abort();
-    impl_ = std::move(other.impl_);
-  }
-  return *this;
-}
-writable_value::~writable_value() { abort(); }
-
-std::span<std::byte> writable_value::bytes() const noexcept { return impl_ ? impl_->bytes : std::span<std::byte>{}; }
-
-void writable_value::abort() {
-  if (!impl_ || impl_->finished) return;
-  impl_->finished = true;
-  if (impl_->reservation) {
-    api_call msg;
-    msg.request = wire::kv_abort{*impl_->reservation};
-    msg.notify = true;
-    caf::anon_send(impl_->owner->host->actor(), api_atom::value, std::move(msg));
-  }
-}
-
-result<std::uint64_t> writable_value::commit(call_options options) {
-  if (!impl_ || impl_->finished) return fail(errc::invalid_argument, "this value was committed or aborted already");
-  impl_->finished = true;
-  auto& c = *impl_->owner;
-  auto [done, future] = promise_callback<std::uint64_t>();
-  if (impl_->reservation) {
-    call<std::uint64_t>(c, wire::kv_commit{*impl_->reservation}, {}, options, to_version, std::move(done));
-  } else {
-    // A local buffer: it goes as the put's payload, without a copy.
-    shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
-                        std::move(done));
-  }
-  return wait_for(std::move(future), effective(c, options));
-}
-
-namespace {
-
-result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
-                                    wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-                                    std::string prefer_owner) {
-  auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
-  auto state = std::make_unique<writable_value::impl>();
-  state->owner = &c;
-  state->key = std::string{key};
-  state->condition = condition;
-  state->ttl_ms = ttl_ms;
-  state->replicas = replicas;
-  state->prefer_owner = std::move(prefer_owner);
-  state->bytes = buffer->span();
-  state->keep = std::move(buffer);
-  return writable_value{std::move(state)};
-}
-
-result<writable_value> in_pool(client::impl& c, std::string_view key, const wire::kv_reserve_reply& r) {
-  auto mapped = c.host->shm()->map_region(region{r.where.segment, r.where.offset, r.where.length});
-  if (!mapped) {
-    api_call msg;
-    msg.request = wire::kv_abort{r.reservation};
-    msg.notify = true;
-    caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
-    return fail(errc::unavailable, "the owner's pool is no longer mapped (the link went down)");
-  }
-  auto state = std::make_unique<writable_value::impl>();
-  state->owner = &c;
-  state->key = std::string{key};
-  state->bytes = mapped->bytes;
-  state->keep = std::move(mapped->keep);
-  state->reservation = r.reservation;
-  return writable_value{std::move(state)};
-}
-
-}  // namespace
-
-result<writable_value> client::reserve(std::string_view key, std::uint64_t size, call_options options) {
-  return reserve(key, size, put_options{.timeout = options.timeout});
-}
-
-result<writable_value> client::reserve(std::string_view key, std::uint64_t size, const put_options& o) {
-  if (auto ok = check_key(key); !ok) return ok.error();
-  auto condition = condition_of(o);
-  if (!condition) return std::move(condition).error();
-  call_options options{o.timeout};
-  auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner);
-  auto [done, future] = promise_callback<wire::kv_reserve_reply>();
-  auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {}, options, convert,
-                               std::move(done));
-  auto reserved = wait_for(std::move(future), effective(*impl_, options));
-  if (!reserved) return std::move(reserved).error();
-  return in_pool(*impl_, key, *reserved);
-}
-
-result<std::uint64_t> client::put(std::string_view key, const dict_builder& dict, call_options options) {
-  auto w = reserve(key, dict.encoded_size(), options);
-  if (!w) return std::move(w).error();
-  if (auto ok = dict.encode_into(w->bytes()); !ok) return ok.error();
-  return w->commit(options);
 }
 
 std::vector<result<std::uint64_t>> client::put_batch(

@@ -34,16 +34,4 @@ struct client::impl {
                                                       std::shared_ptr<transport::inproc_hub> hub);
 };
 
-/// A synchronous request from the calling thread straight to the owner
-/// through that thread's own shm channel (opened on first use), with no
-/// hand-off to the client node's threads. Nothing when the direct path is
-/// not available (no shm, or the channel could not be opened): then the
-/// caller goes the usual way.
-std::optional<result<wire::message>> direct_call(client::impl& c, const wire::body& request,
-                                                 const shared_bytes& payload, std::chrono::milliseconds timeout);
-
-/// The hello a link of this client opens with (a direct channel, an rpc
-/// channel): the owner then knows which client it is.
-wire::outbound_frame client_hello(const client::impl& c);
-
 }  // namespace sluice

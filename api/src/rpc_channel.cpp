@@ -187,6 +187,7 @@ void rpc_channel::run() {
         break;
       }
       expire(clock::now());
+      if (hooks_.on_tick) hooks_.on_tick(clock::now());
       transport::shm::flush_releases(*link_);
       continue;
     }
@@ -207,6 +208,7 @@ void rpc_channel::run() {
     transport::shm::notify_producer(responses);
     transport::shm::flush_releases(*link_);
     expire(clock::now());
+    if (hooks_.on_tick) hooks_.on_tick(clock::now());
   }
   usable_.store(false, std::memory_order_release);
   {

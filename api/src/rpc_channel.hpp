@@ -30,8 +30,8 @@ namespace sluice {
 
 class rpc_channel {
  public:
-  using clock = request_clock;
   using reply_fn = std::function<void(result<wire::message>)>;
+  using clock = request_clock;
 
   /// What the channel's thread hands to its user.
   struct hooks {
@@ -42,6 +42,9 @@ class rpc_channel {
     /// The link broke (the owner went away); not called when the channel
     /// is closed by its destructor.
     std::function<void()> on_down;
+    /// At every turn of the thread (at least every few ms): what is due
+    /// by `now` may be done.
+    std::function<void(clock::time_point now)> on_tick;
   };
 
   /// Opens a link to the owner's shm socket at `address`, sends `hello`

@@ -1,4 +1,4 @@
-// rpc_endpoint, the calling side (serving: rpc_serving.cpp). On the
+// rpc_endpoint, the calling side (serving: rpc_endpoint_serve.cpp). On the
 // owner's host a synchronous call goes out on the calling thread's own
 // direct channel and its answer comes back there; asynchronous calls use
 // an rpc channel of their own (rpc_channel.hpp). Over TCP every call goes
@@ -7,9 +7,7 @@
 #include <future>
 #include <thread>
 
-#include <caf/send.hpp>
-
-#include "actors/client/client.hpp"
+#include "api/src/calls.hpp"
 #include "api/src/rpc_endpoint_impl.hpp"
 #include "runtime/wire/codec.hpp"
 #include "runtime/rpc_limits.hpp"
@@ -18,42 +16,10 @@
 namespace sluice {
 namespace {
 
-/// A synchronous call through the client node waits this much longer
-/// than its deadline, so that the node's own timeout normally answers.
-constexpr std::chrono::milliseconds sync_slack{1000};
 /// Largest arguments buffer: what a dict may encode to.
 constexpr std::uint64_t max_args_bytes = dict_encoded_bytes_max;
 
-std::chrono::milliseconds effective(const client::impl& c, std::chrono::milliseconds timeout) {
-  return timeout.count() > 0 ? timeout : c.options.timeout;
-}
-
-/// Sends `request` through the client node (any transport); `done` runs
-/// once, on a Sluice thread.
-void through_node(client::impl& c, wire::body request, shared_bytes payload, std::chrono::milliseconds timeout,
-                  std::function<void(result<wire::message>)> done) {
-  api_call msg;
-  msg.request = std::move(request);
-  msg.payload = std::move(payload);
-  msg.timeout = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
-  msg.done = std::move(done);
-  caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
-}
-
 }  // namespace
-
-result<wire::message> ask(client::impl& c, const wire::body& request, const shared_bytes& payload,
-                          std::chrono::milliseconds timeout) {
-  if (auto direct = direct_call(c, request, payload, timeout)) return std::move(*direct);
-  auto promise = std::make_shared<std::promise<result<wire::message>>>();
-  auto future = promise->get_future();
-  through_node(c, request, payload, timeout, [promise](result<wire::message> r) { promise->set_value(std::move(r)); });
-  if (future.wait_for(timeout + sync_slack) != std::future_status::ready) {
-    return fail(errc::timeout, "no answer from the client node within " + std::to_string((timeout + sync_slack).count()) +
-                                   " ms");
-  }
-  return future.get();
-}
 
 namespace {
 
@@ -122,7 +88,7 @@ result<rpc_result> rpc_endpoint::call(const rpc_target& target, std::string_view
   if (auto ok = check_rpc_name(method); !ok) return ok.error();
   auto to = target_of(target);
   if (!to) return to.error();
-  if (args.impl_for_internal() == nullptr || args.impl_for_internal()->sent) {
+  if (rpc_args_access::of(args) == nullptr || rpc_args_access::of(args)->sent) {
     return fail(errc::invalid_argument, "these arguments were sent already");
   }
   auto encoded = take_encoded(args);

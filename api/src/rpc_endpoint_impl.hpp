@@ -1,5 +1,5 @@
 // The state behind an rpc_endpoint, shared by the files that implement
-// it: rpc_endpoint.cpp (calling) and rpc_serving.cpp (serving).
+// it: rpc_endpoint.cpp (calling) and rpc_endpoint_serve.cpp (serving).
 #pragma once
 
 #include <condition_variable>
@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "api/src/rpc_internal.hpp"
+#include "api/src/rpc_state.hpp"
 
 namespace sluice {
 
@@ -57,7 +57,7 @@ struct rpc_endpoint::impl {
   /// The link calls come on: a serving channel on the owner's host, else
   /// the node's own link (null).
   result<std::shared_ptr<rpc_channel>> calls_link();
-  result<void> serve_name(std::string_view name, std::shared_ptr<served_name> h);
+  result<void> serve_name(std::string_view name, served_handler handler, served_kind kind, served_limits limits);
 
   /// The link the handlers were served on broke.
   void lost();
@@ -75,9 +75,5 @@ struct rpc_endpoint::impl {
 void send_call(rpc_endpoint::impl& e, rpc_call_handle::state& state, wire::rpc_call call, shared_bytes payload,
                std::chrono::milliseconds timeout, std::function<void(result<wire::message>)> finish);
 
-/// A request answered on the calling thread: its direct channel when it
-/// has one, else through the client node (rpc_endpoint.cpp).
-result<wire::message> ask(client::impl& c, const wire::body& request, const shared_bytes& payload,
-                          std::chrono::milliseconds timeout);
 
 }  // namespace sluice

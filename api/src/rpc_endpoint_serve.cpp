@@ -1,6 +1,7 @@
 // rpc_endpoint, the serving side: the link calls come on (a serving
 // channel on the owner's host, else the node's own link), serve and
 // unserve, and serving again when that link breaks.
+#include "api/src/calls.hpp"
 #include "api/src/rpc_endpoint_impl.hpp"
 #include "runtime/log.hpp"
 #include "runtime/rpc_limits.hpp"
@@ -9,8 +10,6 @@
 namespace sluice {
 namespace {
 
-/// Bounds of serve_options::max_concurrent.
-constexpr std::uint32_t max_concurrent_max = 65536;
 /// Pause between two attempts to serve again after the owner went away:
 /// its restart takes a while, and each attempt costs it a connection.
 constexpr std::chrono::milliseconds reserve_interval{500};
@@ -30,13 +29,15 @@ void rpc_endpoint::impl::lost() {
 bool rpc_endpoint::impl::serve_again() {
   auto link = calls_link();
   if (!link) return false;
-  std::vector<wire::rpc_serve> names;
+  std::vector<served_again> names;
   {
     std::lock_guard guard{serving->mutex};
-    for (auto& [name, h] : serving->handlers) names.push_back({name, h->max_concurrent, bool{h->stream}});
+    names = serving->table.to_serve_again();
   }
   for (auto& serve : names) {
-    if (!tell_owner(wire::rpc{std::move(serve)}, *link)) return false;
+    if (!tell_owner(wire::rpc{wire::rpc_serve{std::move(serve.name), serve.max_concurrent, serve.stream}}, *link)) {
+      return false;
+    }
   }
   get_logger("rpc")->info("serving {} names again after the link to the owner was lost", names.size());
   return true;
@@ -61,8 +62,7 @@ void rpc_endpoint::impl::keep() {
 result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
   std::lock_guard guard{mutex};
   if (!serving) {
-    serving = std::make_shared<serve_state>();
-    serving->owner_client = self;
+    serving = std::make_shared<serve_state>(self);
   }
   std::shared_ptr<rpc_channel> broken;  // closed once the lock is let go
   std::lock_guard serving_guard{serving->mutex};
@@ -74,6 +74,7 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
       [state](wire::message msg) { state->on_call(state->shared_from_this(), std::move(msg)); },
       [state](std::uint64_t id) { state->on_cancel(id); },
       [this] { lost(); },
+      [state](rpc_channel::clock::time_point now) { state->expire_streams(now); },
   };
   auto opened = rpc_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(),
                                   std::move(hooks), std::chrono::microseconds{0});
@@ -85,8 +86,7 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
   if (on_owners_host()) return serve_channel();
   std::lock_guard guard{mutex};
   if (!serving) {
-    serving = std::make_shared<serve_state>();
-    serving->owner_client = self;
+    serving = std::make_shared<serve_state>(self);
   }
   if (!node) {
     node = std::make_shared<node_served>(serving);
@@ -118,42 +118,39 @@ result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::share
 }
 namespace {
 
-std::shared_ptr<served_name> served_with(const serve_options& options) {
-  auto h = std::make_shared<served_name>();
-  h->max_concurrent = options.max_concurrent;
-  h->spin = options.spin;
-  return h;
+served_limits limits_of(const serve_options& options) { return {options.max_concurrent, options.spin}; }
+
+template <class Handler>
+served_handler handler_of(Handler h, Handler served_handler::*field) {
+  served_handler out;
+  out.*field = std::move(h);
+  return out;
 }
 
 }  // namespace
 
 result<void> rpc_endpoint::serve(std::string_view name, rpc_handler handler, serve_options options) {
   if (!handler) return fail(errc::invalid_argument, "serve() needs a handler");
-  auto h = served_with(options);
-  h->sync = std::move(handler);
-  return impl_->serve_name(name, std::move(h));
+  return impl_->serve_name(name, handler_of(std::move(handler), &served_handler::sync), served_kind::call,
+                           limits_of(options));
 }
 
 result<void> rpc_endpoint::serve_async(std::string_view name, rpc_async_handler handler, serve_options options) {
   if (!handler) return fail(errc::invalid_argument, "serve_async() needs a handler");
-  auto h = served_with(options);
-  h->async = std::move(handler);
-  return impl_->serve_name(name, std::move(h));
+  return impl_->serve_name(name, handler_of(std::move(handler), &served_handler::async), served_kind::call,
+                           limits_of(options));
 }
 
 result<void> rpc_endpoint::serve_stream(std::string_view name, rpc_stream_handler handler, serve_options options) {
   if (!handler) return fail(errc::invalid_argument, "serve_stream() needs a handler");
-  auto h = served_with(options);
-  h->stream = std::move(handler);
-  return impl_->serve_name(name, std::move(h));
+  return impl_->serve_name(name, handler_of(std::move(handler), &served_handler::stream), served_kind::stream,
+                           limits_of(options));
 }
 
-result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_ptr<served_name> h) {
-  if (auto ok = check_rpc_name(name); !ok) return ok.error();
-  if (h->max_concurrent < 1 || h->max_concurrent > max_concurrent_max) {
-    return fail(errc::invalid_argument, "max_concurrent must be from 1 to " + std::to_string(max_concurrent_max));
-  }
-  if (h->spin.count() < 0) return fail(errc::invalid_argument, "a negative spin");
+result<void> rpc_endpoint::impl::serve_name(std::string_view name, served_handler handler, served_kind kind,
+                                            served_limits limits) {
+  // Checked before a link is made for it.
+  if (auto ok = serve_core::check(name, limits); !ok) return ok.error();
   auto channel = calls_link();
   if (!channel) return channel.error();
   {
@@ -161,19 +158,21 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, std::shared_p
     if (!keeper.joinable()) keeper = std::thread([this] { keep(); });
   }
   auto& state = *serving;
+  std::shared_ptr<served_name> entry;
   std::chrono::microseconds spin{0};
   {
     std::lock_guard guard{state.mutex};
-    state.handlers[std::string{name}] = h;
-    for (auto& [n, each] : state.handlers) spin = std::max(spin, each->spin);
+    auto served = state.table.serve(name, std::move(handler), kind, limits);
+    if (!served) return served.error();
+    entry = std::move(*served);
+    spin = state.table.spin();
   }
   if (*channel) (*channel)->set_spin(spin);
-  auto told = tell_owner(wire::rpc{wire::rpc_serve{std::string{name}, h->max_concurrent, bool{h->stream}}}, *channel);
+  auto told = tell_owner(
+      wire::rpc{wire::rpc_serve{std::string{name}, limits.max_concurrent, kind == served_kind::stream}}, *channel);
   if (!told) {
     std::lock_guard guard{state.mutex};
-    if (auto it = state.handlers.find(name); it != state.handlers.end() && it->second == h) {
-      state.handlers.erase(it);
-    }
+    state.table.withdraw(entry);
   }
   return told;
 }
@@ -186,12 +185,8 @@ result<void> rpc_endpoint::unserve(std::string_view name) {
     std::lock_guard guard{impl_->mutex};
     if (impl_->serving) {
       std::lock_guard serving_guard{impl_->serving->mutex};
-      auto& handlers = impl_->serving->handlers;
-      if (auto it = handlers.find(name); it != handlers.end()) {
-        handlers.erase(it);
-        channel = impl_->serving->channel;
-        served = true;
-      }
+      served = impl_->serving->table.unserve(name);
+      if (served) channel = impl_->serving->channel;
     }
   }
   if (!served) return fail(errc::not_found, "this client does not serve '" + std::string{name} + "'");

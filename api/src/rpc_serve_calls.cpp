@@ -5,7 +5,8 @@
 #include <exception>
 
 #include "actors/common/endpoint.hpp"
-#include "api/src/rpc_internal.hpp"
+#include "api/src/rpc_state.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/rpc_limits.hpp"
 #include "runtime/wire/codec.hpp"
 
@@ -21,16 +22,10 @@ std::string threw(const std::string& method, std::exception_ptr e) {
   }
 }
 
-result<rpc_request> admit(client::impl& c, served_name& h, const std::string& method, wire::message& msg,
-                          const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled) {
-  if (h.in_flight.fetch_add(1, std::memory_order_acq_rel) >= h.max_concurrent) {
-    h.in_flight.fetch_sub(1, std::memory_order_acq_rel);
-    return fail(errc::overloaded, "'" + method + "' runs " + std::to_string(h.max_concurrent) +
-                                      " calls at once already (its max_concurrent); retry later");
-  }
+result<rpc_request> make_request(client::impl& c, const std::string& method, wire::message& msg,
+                                 const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled) {
   auto args = dict_view::parse(msg.payload.span());
   if (!args) {
-    h.in_flight.fetch_sub(1, std::memory_order_acq_rel);
     return fail(errc::invalid_argument, "the arguments of '" + method + "' are not a dict: " + args.error().message());
   }
   auto state = std::make_unique<rpc_request::impl>();
@@ -55,26 +50,50 @@ void serve_state::on_call(const std::shared_ptr<serve_state>& self, wire::messag
   promise->reply_to = msg.env.source;
   promise->method = call.method;
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  std::optional<error> refused;
   {
     std::lock_guard guard{mutex};
-    if (auto it = handlers.find(call.method); it != handlers.end()) promise->handler = it->second;
-    // A cancel reaches an async handler's call; a sync handler's runs on
-    // the thread that would take the cancel, and sees its deadline only.
-    promise->tracked = promise->handler && (promise->handler->async || promise->handler->stream);
-    if (promise->tracked) in_progress[msg.env.request_id] = cancelled;
+    auto found = table.find(call.method);
+    if (!found) {
+      refused = std::move(found).error();
+    } else {
+      auto& entry = **found;
+      // A stream's opening call is admitted where the stream opens; its
+      // control calls are not counted.
+      bool admitted = false;
+      if (entry.kind == served_kind::call) {
+        if (auto ok = table.admit(entry); !ok) {
+          refused = std::move(ok).error();
+        } else {
+          admitted = true;
+        }
+      }
+      // A cancel reaches an async handler's call and a stream's; a sync
+      // handler's runs on the thread that would take the cancel, and sees
+      // its deadline only.
+      if (!refused && (entry.kind == served_kind::stream || entry.handler.async)) {
+        if (auto ok = table.track(msg.env.request_id, served_call{cancelled, {}}); !ok) {
+          refused = std::move(ok).error();
+          if (admitted) table.release(entry);
+          admitted = false;
+        } else {
+          promise->tracked = true;
+        }
+      }
+      if (!refused) {
+        promise->handler = *found;
+        promise->counted = admitted;
+      }
+      SLUICE_ASSERT(!admitted || entry.kind == served_kind::call);
+    }
   }
-  if (!promise->handler) {
-    return promise->answer_error(error{errc::not_found, "client " + owner_client->host->id().to_string() +
-                                                            " does not serve '" + call.method + "'"});
+  if (refused) return promise->answer_error(*refused);
+  if (promise->handler->kind == served_kind::stream) {
+    return on_stream_call(self, std::move(promise), msg, call, std::move(cancelled));
   }
-  if (promise->handler->stream) return on_stream_call(self, std::move(promise), msg, call, std::move(cancelled));
-  auto& h = *promise->handler;
-  auto request = admit(*owner_client, h, call.method, msg, call, std::move(cancelled));
-  if (!request) {
-    auto why = std::move(request).error();
-    promise->handler.reset();  // not admitted: nothing to count down
-    return promise->answer_error(why);
-  }
+  auto& h = promise->handler->handler;
+  auto request = make_request(*owner_client, call.method, msg, call, std::move(cancelled));
+  if (!request) return promise->answer_error(request.error());
   if (h.sync) {
     try {
       auto out = h.sync(*request);
@@ -95,10 +114,10 @@ void serve_state::on_cancel(std::uint64_t id) {
   std::shared_ptr<rpc_stream_writer::impl> stream;
   {
     std::lock_guard guard{mutex};
-    auto it = in_progress.find(id);
-    if (it == in_progress.end()) return;
-    if (auto flag = it->second.lock()) flag->store(true, std::memory_order_release);
-    if (auto s = stream_calls.find(id); s != stream_calls.end()) stream = s->second.lock();
+    auto* tracked = table.tracked(id);
+    if (tracked == nullptr) return;
+    if (auto flag = tracked->cancelled.lock()) flag->store(true, std::memory_order_release);
+    stream = tracked->stream.lock();
   }
   // Outside the lock: a stream takes its own lock, then this one.
   if (stream) stream_call_cancelled(*stream);
@@ -109,6 +128,9 @@ void serve_state::on_cancel(std::uint64_t id) {
 /// Calls waiting for the serving thread at most; more are answered
 /// `overloaded` at once (the client actor must never block on them).
 constexpr std::size_t node_served_queue_max = 65536;
+/// How often the serving thread looks for streams past their deadline
+/// while no call comes: how late such a stream ends at most.
+constexpr std::chrono::milliseconds stream_look_every{10};
 
 node_served::node_served(std::shared_ptr<serve_state> state) : state_(std::move(state)), thread_([this] { run(); }) {}
 
@@ -149,12 +171,16 @@ void node_served::run() {
     std::pair<wire::message, answer_fn> next;
     {
       std::unique_lock lock{mutex_};
-      wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Wakes now and then with nothing to do: streams come due.
+      wake_.wait_for(lock, stream_look_every, [this] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
-      next = std::move(queue_.front());
-      queue_.pop_front();
+      if (!queue_.empty()) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
     }
-    state_->on_call(state_, std::move(next.first), std::move(next.second));
+    if (next.second) state_->on_call(state_, std::move(next.first), std::move(next.second));
+    state_->expire_streams(stream_clock::now());
   }
 }
 
@@ -162,11 +188,11 @@ void node_served::run() {
 
 bool rpc_promise::impl::claim() {
   if (answered.exchange(true, std::memory_order_acq_rel)) return false;
-  if (handler) handler->in_flight.fetch_sub(1, std::memory_order_acq_rel);
-  if (!tracked) return true;
+  SLUICE_ASSERT(!counted || handler);  // counted against the name it was admitted to
+  if (!counted && !tracked) return true;
   std::lock_guard guard{serving->mutex};
-  serving->in_progress.erase(request_id);
-  serving->stream_calls.erase(request_id);
+  if (counted) serving->table.release(*handler);
+  if (tracked) serving->table.untrack(request_id);
   return true;
 }
 

@@ -9,14 +9,14 @@
 #include <thread>
 #include <chrono>
 #include <functional>
-#include <map>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "actors/client/client_rpc.hpp"
+#include "actors/client/serve_table.hpp"
 #include "actors/client/stream_protocol.hpp"
 #include "api/src/client_impl.hpp"
 #include "api/src/rpc_channel.hpp"
@@ -38,6 +38,11 @@ struct rpc_result::impl {
   value bytes;
   std::optional<dict_view> dict;
   std::optional<pool_location> location;
+};
+
+/// The library's way to the state behind an rpc_args (null once moved from).
+struct rpc_args_access {
+  static rpc_args::impl* of(const rpc_args& args) noexcept { return args.impl_.get(); }
 };
 
 struct rpc_args::impl {
@@ -89,39 +94,54 @@ std::optional<pool_location> locate_in_pool(client::impl& c, std::span<const std
 /// after the name: the launcher looks for it.
 inline constexpr std::string_view rpc_serves_stream = "serves a stream";
 
-/// A served name.
-struct served_name {
+/// What serves a name: one of the three.
+struct served_handler {
   rpc_handler sync;
   rpc_async_handler async;
   rpc_stream_handler stream;
-  std::uint32_t max_concurrent = 0;
-  std::chrono::microseconds spin{0};
-  /// Calls started and not answered.
-  std::atomic<std::uint32_t> in_flight{0};
 };
+/// A call in progress that a cancel reaches: the flag its handler reads
+/// (rpc_request::cancelled()) and, for a watch or pull, its stream.
+struct served_call {
+  std::weak_ptr<std::atomic<bool>> cancelled;
+  std::weak_ptr<rpc_stream_writer::impl> stream;
+};
+/// The client core's serving state (actors/client/serve_table.hpp): names,
+/// admission, calls a cancel reaches, open streams.
+using serve_core = serve_table<served_handler, served_call, std::shared_ptr<rpc_stream_writer::impl>>;
+using served_name = serve_core::name_entry;
 
-/// The serving side of one client: its handlers and the channel calls
-/// arrive on. Shared with the promises of calls in progress, which may
-/// outlive the endpoint (their answers then go nowhere).
+/// The serving side of one client: the client core's serving state under
+/// a mutex, and the channel calls arrive on. Shared with the promises of
+/// calls in progress, which may outlive the endpoint (their answers then
+/// go nowhere).
 struct serve_state : std::enable_shared_from_this<serve_state> {
-  client::impl* owner_client = nullptr;  // REQUIRES: outlives every use through a channel
-  std::mutex mutex;                // guards the members below
-  std::map<std::string, std::shared_ptr<served_name>, std::less<>> handlers;
-  /// Calls in progress by request id, for cancels.
-  std::unordered_map<std::uint64_t, std::weak_ptr<std::atomic<bool>>> in_progress;
+  explicit serve_state(client::impl* c) : owner_client(c), table(c->host->id().to_string()) {}
+
+  client::impl* owner_client;  // REQUIRES: outlives every use through a channel
+  std::mutex mutex;            // guards the members below
+  serve_core table;
   /// Null once the endpoint closed.
   std::shared_ptr<rpc_channel> channel;
-  /// Streams open here by id (rpc_stream_serve.cpp), and the calls of
-  /// theirs in progress (watches and pulls) by request id, for cancels.
-  std::map<std::int64_t, std::shared_ptr<rpc_stream_writer::impl>> streams;
-  std::unordered_map<std::uint64_t, std::weak_ptr<rpc_stream_writer::impl>> stream_calls;
-  std::int64_t next_stream = 1;
+  /// The table's next_stream_deadline() in steady-clock ticks (max: none),
+  /// kept beside it so that the serving thread's look at every turn takes
+  /// no lock. Written under `mutex`.
+  std::atomic<stream_time::rep> next_stream_due{std::numeric_limits<stream_time::rep>::max()};
 
   /// Runs the call's handler (on the channel's thread, or on the thread
   /// of a node_served). `answer`: how the answer goes back; empty: on
   /// `channel`.
   void on_call(const std::shared_ptr<serve_state>& self, wire::message msg, rpc_served::answer_fn answer = {});
   void on_cancel(std::uint64_t id);
+  /// Ends the streams whose deadline passed by `now` (their caller may be
+  /// gone without a word): the serving thread calls it at every turn.
+  void expire_streams(stream_time now);
+  /// After a stream opened or closed. REQUIRES: `mutex` held.
+  void note_stream_deadlines() {
+    auto next = table.next_stream_deadline();
+    next_stream_due.store(next ? next->time_since_epoch().count() : std::numeric_limits<stream_time::rep>::max(),
+                          std::memory_order_relaxed);
+  }
   /// A call to a name served by serve_stream(): its opening call or one of
   /// its control calls (rpc_stream_serve.cpp).
   void on_stream_call(const std::shared_ptr<serve_state>& self, std::shared_ptr<rpc_promise::impl> promise,
@@ -161,12 +181,15 @@ class node_served final : public rpc_served {
 struct rpc_promise::impl {
   std::shared_ptr<serve_state> serving;
   std::shared_ptr<served_name> handler;
+  /// The call was admitted to `handler` (counted in its in_flight until answered).
+  bool counted = false;
   std::uint64_t request_id = 0;
   node_id reply_to;  // the envelope's source: the owner or the caller
   std::string method;
   /// How the answer goes back; empty: on serving->channel.
   rpc_served::answer_fn through;
-  /// The call is in serving->in_progress (an async handler's: cancels reach it).
+  /// The call is tracked in serving->table (an async handler's or a
+  /// stream's: cancels reach it).
   bool tracked = false;
   std::atomic<bool> answered{false};
 
@@ -183,10 +206,10 @@ struct rpc_promise::impl {
   void send(wire::body body, shared_bytes payload);
 };
 
-/// Checks that the call may run now (max_concurrent, arguments that are
-/// a dict) and builds what its handler sees (rpc_serve.cpp).
-result<rpc_request> admit(client::impl& c, served_name& h, const std::string& method, wire::message& msg,
-                          const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled);
+/// What the handler of an admitted call sees, or invalid_argument when
+/// its arguments are not a dict (rpc_serve_calls.cpp).
+result<rpc_request> make_request(client::impl& c, const std::string& method, wire::message& msg,
+                                 const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled);
 /// The handler_failed message for an exception a handler threw.
 std::string threw(const std::string& method, std::exception_ptr e);
 

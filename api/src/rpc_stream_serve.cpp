@@ -6,7 +6,8 @@
 // blocking wait for credit, encoding items (into the pool when large) and
 // giving the answers the state machine asks for, outside the lock.
 #include "actors/client/stream_server.hpp"
-#include "api/src/rpc_internal.hpp"
+#include "api/src/rpc_state.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/rpc_limits.hpp"
 
 namespace sluice {
@@ -52,11 +53,12 @@ void carry_out(stream_impl& s, stream_work& work) {
   }
   work.dropped.clear();  // their pool buffers go back
   if (!work.retired) return;
-  {
-    std::lock_guard guard{s.serving->mutex};
-    s.serving->streams.erase(s.id);
-  }
-  s.handler->in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  std::lock_guard guard{s.serving->mutex};
+  // A stream retires once: it is still open here, under its own id.
+  SLUICE_ASSERT(s.serving->table.stream(s.id) != nullptr && s.serving->table.stream(s.id)->get() == &s);
+  s.serving->table.close_stream(s.id);
+  s.serving->note_stream_deadlines();
+  s.serving->table.release(*s.handler);
 }
 
 /// Runs one event of the protocol under the stream's lock, wakes a writer
@@ -134,10 +136,17 @@ void end_stream(stream_impl& s, std::optional<error> err) {
   });
 }
 
+/// The window a stream's opening call asks for, within its bounds.
+std::int64_t stream_window_of(const dict_view& args) {
+  auto* field = args.find(stream_field::window);
+  auto window = field != nullptr ? field->as_int64() : result<std::int64_t>{std::int64_t{16}};
+  return window ? stream_protocol::window_for(*window) : 1;
+}
+
 std::shared_ptr<stream_impl> find_stream(serve_state& state, std::int64_t id) {
   std::lock_guard guard{state.mutex};
-  auto it = state.streams.find(id);
-  return it == state.streams.end() ? nullptr : it->second;
+  auto* stream = state.table.stream(id);
+  return stream == nullptr ? nullptr : *stream;
 }
 
 /// A watch, pull or cancel of a stream open here.
@@ -161,7 +170,7 @@ void control_call(serve_state& state, const std::shared_ptr<rpc_promise::impl>& 
   {
     // A cancel of a watch or pull stops the stream (serve_state::on_cancel).
     std::lock_guard guard{state.mutex};
-    state.stream_calls[promise->request_id] = stream;
+    if (auto* tracked = state.table.tracked(promise->request_id)) tracked->stream = stream;
   }
   if (*op == "watch") {
     return on_event(*stream, [&promise](stream_protocol& p, stream_work& w) { p.watch(promise, w); });
@@ -178,11 +187,22 @@ void stream_call_cancelled(rpc_stream_writer::impl& s) {
   on_event(s, [](stream_protocol& p, stream_work& w) { p.call_cancelled(stream_clock::now(), w); });
 }
 
+void serve_state::expire_streams(stream_time now) {
+  if (now.time_since_epoch().count() < next_stream_due.load(std::memory_order_relaxed)) return;
+  std::vector<std::shared_ptr<stream_impl>> due;
+  {
+    std::lock_guard guard{mutex};
+    for (auto id : table.streams_due(now)) due.push_back(*table.stream(id));
+  }
+  // Each stops with timeout and retires, answering what it held.
+  for (auto& s : due) on_event(*s, [now](stream_protocol& p, stream_work& w) { p.expire(now, w); });
+}
+
 void stop_streams(serve_state& state, const error& why) {
   std::vector<std::shared_ptr<stream_impl>> open;
   {
     std::lock_guard guard{state.mutex};
-    for (auto& [id, stream] : state.streams) open.push_back(stream);
+    state.table.each_stream([&open](std::int64_t, const std::shared_ptr<stream_impl>& s) { open.push_back(s); });
   }
   for (auto& stream : open) {
     on_event(*stream, [&why](stream_protocol& p, stream_work& w) { p.lost(why, w); });
@@ -192,44 +212,53 @@ void stop_streams(serve_state& state, const error& why) {
 void serve_state::on_stream_call(const std::shared_ptr<serve_state>& self, std::shared_ptr<rpc_promise::impl> promise,
                                  wire::message& msg, const wire::rpc_call& call,
                                  std::shared_ptr<std::atomic<bool>> cancelled) {
-  auto& h = *promise->handler;
   auto args = dict_view::parse(msg.payload.span());
   if (args && args->find(stream_field::id) != nullptr) {
     promise->handler.reset();  // control calls do not count against max_concurrent
     return control_call(*this, promise, *args);
   }
+  auto name = std::move(promise->handler);  // counted by the stream, once admitted, until it is retired
   if (args && args->find(stream_field::window) == nullptr) {
-    promise->handler.reset();
     return promise->answer_error(error{errc::invalid_argument, "'" + call.method + "' " + std::string{rpc_serves_stream} +
                                                                    ": call it with call_stream() (sluice rpc call --stream)"});
   }
-  auto request = admit(*owner_client, h, call.method, msg, call, cancelled);
-  if (!request) {
-    promise->handler.reset();
-    return promise->answer_error(std::move(request).error());
-  }
-  auto* window_field = request->args().find(stream_field::window);
-  auto window = window_field != nullptr ? window_field->as_int64() : result<std::int64_t>{std::int64_t{16}};
-  auto s = std::make_shared<stream_impl>(stream_server_options{
-      .method = call.method,
-      .window = window ? stream_protocol::window_for(*window) : 1,
-      .deadline = request->deadline(),
-  });
-  s->serving = self;
-  s->handler = std::move(promise->handler);  // counted until the stream is retired
-  s->serving_thread = std::this_thread::get_id();
-  s->request_cancelled = std::move(cancelled);
+  std::optional<error> refused;
   {
     std::lock_guard guard{mutex};
-    s->id = next_stream++;
-    streams[s->id] = s;
+    if (auto ok = table.admit(*name); !ok) refused = std::move(ok).error();
   }
+  if (refused) return promise->answer_error(*refused);
+  auto request = make_request(*owner_client, call.method, msg, call, cancelled);
+  auto s = request ? std::make_shared<stream_impl>(stream_server_options{
+                         .method = call.method,
+                         .window = stream_window_of(request->args()),
+                         .deadline = request->deadline(),
+                     })
+                   : nullptr;
+  if (s) {
+    s->serving = self;
+    s->handler = name;
+    s->serving_thread = std::this_thread::get_id();
+    s->request_cancelled = std::move(cancelled);
+  }
+  {
+    std::lock_guard guard{mutex};
+    auto id = request ? table.open_stream(s, request->deadline()) : result<std::int64_t>{request.error()};
+    if (!id) {
+      table.release(*name);
+      refused = std::move(id).error();
+    } else {
+      s->id = *id;
+      note_stream_deadlines();
+    }
+  }
+  if (refused) return promise->answer_error(*refused);
   dict_builder opened;
   (void)opened.add_int64(stream_field::id, s->id);
   (void)opened.add_string(stream_field::server, owner_client->host->id().to_string());
   promise->answer(opened);
   try {
-    s->handler->stream(std::move(*request), rpc_stream_writer{s});
+    s->handler->handler.stream(std::move(*request), rpc_stream_writer{s});
   } catch (...) {
     end_stream(*s, error{errc::handler_failed, threw(call.method, std::current_exception())});
   }

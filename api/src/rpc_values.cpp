@@ -1,9 +1,7 @@
 // The value types of sluice/rpc.hpp, and dicts to payloads and back.
-#include <caf/send.hpp>
-
-#include "actors/client/client.hpp"
 #include "actors/common/endpoint.hpp"
-#include "api/src/rpc_internal.hpp"
+#include "api/src/calls.hpp"
+#include "api/src/rpc_state.hpp"
 #include "runtime/rpc_limits.hpp"
 #include "transports/shm/shm_client.hpp"
 
@@ -96,10 +94,7 @@ rpc_args::~rpc_args() {
   // Pool memory never sent goes back to the owner now rather than when
   // this thread's channel closes.
   if (!impl_ || impl_->sent || impl_->buffer == 0) return;
-  api_call msg;
-  msg.request = wire::rpc{wire::rpc_release{impl_->buffer}};
-  msg.notify = true;
-  caf::anon_send(impl_->owner->host->actor(), api_atom::value, std::move(msg));
+  tell_node(*impl_->owner, wire::rpc{wire::rpc_release{impl_->buffer}});
 }
 
 std::span<std::byte> rpc_args::bytes() const noexcept { return impl_ ? impl_->bytes : std::span<std::byte>{}; }
@@ -126,7 +121,7 @@ std::optional<result<rpc_args>> pool_buffer(client::impl& c, std::uint64_t size)
   if (!mapped || mapped->bytes.size() != size) {
     return result<rpc_args>{error{errc::unavailable, "the owner's pool is no longer mapped (the link went down)"}};
   }
-  auto& s = *args.impl_for_internal();
+  auto& s = *rpc_args_access::of(args);
   s.keep = std::move(mapped->keep);
   s.bytes = mapped->bytes;
   s.location = pool_location{given->where.segment, given->where.offset, given->where.length};
@@ -149,7 +144,7 @@ result<rpc_args> make_args(client::impl& c, std::uint64_t size, bool in_pool) {
 }
 
 encoded_dict take_encoded(rpc_args& args) {
-  auto& s = *args.impl_for_internal();
+  auto& s = *rpc_args_access::of(args);
   s.sent = true;
   if (s.buffer != 0) return encoded_dict{{}, s.buffer};
   return encoded_dict{shared_bytes{s.keep, s.bytes}, 0};

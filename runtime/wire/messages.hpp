@@ -15,6 +15,7 @@
 #include "runtime/memory/buffer.hpp"
 #include "runtime/node_id.hpp"
 #include "sluice/error.hpp"
+#include "sluice/status.hpp"
 
 namespace sluice::wire {
 
@@ -592,21 +593,15 @@ struct rpc {
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
 
-struct member_status {
+/// A member as the master reports it. Its counters are the public
+/// member_usage itself, so that a client hands them on in one piece.
+struct member_status : member_usage {
   node_id id;
   role member_role = role::unknown;
   std::string name;
   std::string address;
   member_state state = member_state::up;
-  std::uint64_t capacity_bytes = 0;
-  std::uint64_t used_bytes = 0;
-  std::uint64_t object_count = 0;
   std::uint64_t last_heartbeat_age_us = 0;
-  std::uint64_t evictions = 0;
-  std::uint64_t stored_bytes = 0;    ///< as the owner last reported
-  std::uint64_t stored_objects = 0;
-  std::uint32_t home_slots = 0;      ///< key slots whose puts the owner commits itself
-  std::uint64_t own_commits = 0;     ///< puts it committed itself that the master applied
   std::vector<link_state> links;     ///< as the owner last reported
 };
 

@@ -342,6 +342,44 @@ TEST_CASE("rpc: a caller that pulls out of turn cannot make a handler hold more 
   CHECK(farther.get().code() == errc::cancelled);
 }
 
+TEST_CASE("rpc: a stream its caller abandons without a word ends at its deadline and frees its place") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  auto caller = shm_client(*cluster, "caller");
+  // Two items written within the window's credit and the end, all at once
+  // on the serving thread; one stream at a time.
+  REQUIRE(server->rpc()
+              .serve_stream(
+                  "once",
+                  [](rpc_request, rpc_stream_writer w) {
+                    REQUIRE(w.try_write(item_of(0)).ok());
+                    REQUIRE(w.try_write(item_of(1)).ok());
+                    w.finish();
+                  },
+                  {.max_concurrent = 1})
+              .ok());
+  // Opened by hand (docs/wire-format.md, 6.2), then never pulled nor
+  // cancelled: a caller that went away.
+  dict_builder open;
+  REQUIRE(open.add_int64("sluice.window", 2).ok());
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE(caller->rpc().call(rpc_target::any(), "once", open, {.timeout = 300ms}).ok());
+  // It holds the name's one place...
+  auto refused = caller->rpc().call_stream(rpc_target::any(), "once", dict_builder{}, {.timeout = 5s});
+  CHECK(refused.next().code() == errc::overloaded);
+  // ...until its deadline, when the server ends it without being told.
+  std::this_thread::sleep_until(started + 300ms);
+  eventually([&] {
+    auto again = caller->rpc().call_stream(rpc_target::any(), "once", dict_builder{}, {.timeout = 5s});
+    auto first = again.next();
+    if (!first) return false;
+    CHECK(seq_of(**first) == 0);
+    CHECK(seq_of(*again.next().value()) == 1);
+    CHECK_FALSE(again.next()->has_value());
+    return true;
+  });
+}
+
 TEST_CASE("rpc: a serving client that closes mid-stream fails its waiting writer and its caller's stream with unavailable") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");

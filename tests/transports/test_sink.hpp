@@ -33,6 +33,8 @@ class recording_sink final : public link_sink {
   struct link_record {
     std::optional<std::string> peer;  // from on_link_up
     std::vector<wire::inbound_frame> frames;
+    /// Frames a fast path decoded and left (on_message).
+    std::vector<wire::message> messages;
     std::optional<error> down;  // from on_link_down
     int ups = 0;
     int downs = 0;
@@ -62,6 +64,15 @@ class recording_sink final : public link_sink {
     r.frames.push_back(std::move(frame));
     changed_.notify_all();
     return verdict;
+  }
+
+  result<void> on_message(link_id link, wire::message msg) override {
+    std::lock_guard guard{mutex_};
+    auto& r = links_[link];
+    if (r.ups != 1 || r.downs != 0) r.out_of_order = true;
+    r.messages.push_back(std::move(msg));
+    changed_.notify_all();
+    return {};
   }
 
   void on_link_down(link_id link, const error& reason) override {
@@ -98,6 +109,18 @@ class recording_sink final : public link_sink {
     std::unique_lock lock{mutex_};
     changed_.wait_for(lock, timeout, [&] { return links_[link].downs > 0; });
     return links_[link].down;
+  }
+
+  /// True once `link` received at least `n` frames and messages together.
+  bool wait_received(link_id link, std::size_t n, std::chrono::milliseconds timeout = wait_max) {
+    std::unique_lock lock{mutex_};
+    return changed_.wait_for(lock, timeout,
+                             [&] { return links_[link].frames.size() + links_[link].messages.size() >= n; });
+  }
+
+  std::vector<wire::message> messages(link_id link) {
+    std::lock_guard guard{mutex_};
+    return links_[link].messages;
   }
 
   std::vector<wire::inbound_frame> frames(link_id link) {

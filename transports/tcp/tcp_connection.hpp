@@ -130,6 +130,7 @@ struct tcp_transport::connection {
   bool awaiting_connect = false;
   bool gone = false;  // dropped and reported
   bool first_frame_in = false;  // the link's first frame (its hello) arrived
+  bool fast_offered = false;    // its hello was a client's: frames go to the fast path first
   part at = part::header;
   std::size_t filled = 0;  // bytes of the current part received
   wire::header_bytes header{};

@@ -308,7 +308,16 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
   c.at = part::header;
   c.filled = 0;
   std::optional<wire::message> decoded;
-  if (c.first_frame_in && fast_now_ && fast_now_->fast) {
+  if (!c.first_frame_in && fast_now_ && fast_now_->fast) {
+    // The hello: decoded here once, to learn whether the link is a client's.
+    if (auto hello = wire::decode(std::move(frame)); hello) {
+      c.fast_offered = offers_fast_path(*hello);
+      decoded = std::move(*hello);
+    } else {
+      c.first_frame_in = true;
+      return std::move(hello).error();
+    }
+  } else if (c.fast_offered && fast_now_ && fast_now_->fast) {
     if (auto taken = fast_now_->fast(c.id, frame, decoded)) {
       fast_took_ = true;
       if (taken->reply) {

@@ -245,10 +245,9 @@ class rpc_args {
 
   struct impl;
   explicit rpc_args(std::unique_ptr<impl> state);
-  /// Used by Sluice itself.
-  impl* impl_for_internal() const noexcept { return impl_.get(); }
 
  private:
+  friend struct rpc_args_access;
   std::unique_ptr<impl> impl_;
 };
 

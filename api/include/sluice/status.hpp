@@ -27,12 +27,8 @@ struct link_info {
   std::vector<path_info> paths;  ///< in the owner's order of preference
 };
 
-struct member_info {
-  std::string id;       ///< node id, 16 hex digits
-  std::string role;     ///< "owner"
-  std::string name;
-  std::string address;  ///< where other nodes reach it
-  bool up = false;
+/// What an owner holds and has done, as the master knows it.
+struct member_usage {
   std::uint64_t capacity_bytes = 0;
   std::uint64_t used_bytes = 0;    ///< committed bytes it holds
   std::uint64_t object_count = 0;  ///< committed objects it holds
@@ -47,6 +43,14 @@ struct member_info {
   /// Puts it committed itself that the master has applied, since it
   /// started.
   std::uint64_t own_commits = 0;
+};
+
+struct member_info : member_usage {
+  std::string id;       ///< node id, 16 hex digits
+  std::string role;     ///< "owner"
+  std::string name;
+  std::string address;  ///< where other nodes reach it
+  bool up = false;
   std::chrono::microseconds since_heartbeat{0};
   /// Owners: how it reaches the other owners it talked to, as it last
   /// reported.

@@ -67,7 +67,7 @@ auto fields(const kv_remove& x) { return std::tie(x.key, x.if_version); }
 auto fields(const kv_remove_reply& x) { return std::tie(x.existed); }
 auto fields(const kv_exists& x) { return std::tie(x.key); }
 auto fields(const kv_exists_reply& x) { return std::tie(x.exists); }
-auto fields(const cluster_status&) { return std::tie(); }
+auto fields(const wire::cluster_status&) { return std::tie(); }
 auto fields(const list_keys& x) { return std::tie(x.prefix, x.start_after, x.limit); }
 auto fields(const list_keys_reply& x) { return std::tie(x.keys, x.more); }
 auto fields(const count_keys& x) { return std::tie(x.prefix); }
@@ -266,7 +266,7 @@ std::vector<body> sample_bodies() {
       kv_remove_reply{false},
       kv_exists{key_not_utf8},
       kv_exists_reply{true},
-      cluster_status{},
+      wire::cluster_status{},
       list_keys{"", "", 0},
       list_keys{key_with_nul, key_not_utf8, 0xffffffffU},
       list_keys_reply{{}, false},
@@ -696,7 +696,7 @@ TEST_CASE("wire: a message kind from a newer protocol is rejected") {
   // ok and cluster_status are both Void members: their frames differ only
   // in the union tag, which this test overwrites with one no build knows.
   auto ok_frame = frame_bytes(sample_envelope(ok_reply{}));
-  auto status_frame = frame_bytes(sample_envelope(cluster_status{}));
+  auto status_frame = frame_bytes(sample_envelope(wire::cluster_status{}));
   REQUIRE(ok_frame.size() == status_frame.size());
   std::vector<std::size_t> differ;
   for (std::size_t i = 0; i < ok_frame.size(); ++i) {
@@ -797,7 +797,7 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(kv_remove_reply{}) == "kv_remove_reply");
   CHECK(body_name(kv_exists{}) == "kv_exists");
   CHECK(body_name(kv_exists_reply{}) == "kv_exists_reply");
-  CHECK(body_name(cluster_status{}) == "cluster_status");
+  CHECK(body_name(wire::cluster_status{}) == "cluster_status");
   CHECK(body_name(cluster_status_reply{}) == "cluster_status_reply");
   CHECK(body_name(ping{}) == "ping");
   CHECK(body_name(leave{}) == "leave");

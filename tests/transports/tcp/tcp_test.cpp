@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstring>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "tests/transports/tcp/tcp_pair.hpp"
 #include "tests/transports/test_sink.hpp"
+#include "runtime/wire/codec.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 
 namespace sluice::transport {
@@ -151,6 +153,55 @@ TEST_CASE("tcp: a connected pair exchanges frames both ways") {
   CHECK(is_patterned(at_b.payload, 100, 7));
   CHECK(envelope_intact(at_a, 8));
   CHECK(is_patterned(at_a.payload, 200, 8));
+}
+
+TEST_CASE("tcp: the fast path is offered the frames of clients' links only, after their hello") {
+  linked_pair p;  // a_link: a client's; a second link: an owner's
+  std::atomic<int> offered{0};
+  std::atomic<link_id> offered_on{0};
+  // Set before either link carries a frame.
+  p.b.set_fast_path(
+      [&](link_id link, const wire::inbound_frame&, std::optional<wire::message>&) -> std::optional<fast_taken> {
+        ++offered;
+        offered_on = link;
+        return std::nullopt;  // not taken: the sink gets it
+      },
+      {});
+  auto owners = p.a.connect(p.address);
+  REQUIRE(owners.ok());
+  REQUIRE(p.sink_a.wait_link_up(*owners));
+  auto owners_at_b = p.sink_b.wait_up(1);
+  REQUIRE(owners_at_b.has_value());
+  auto hello_from = [](role r) {
+    wire::envelope env;
+    env.body = wire::hello{r, wire::protocol_version, "peer", ""};
+    return wire::encode(env, {});
+  };
+  auto plain = [] {
+    wire::envelope env;
+    env.body = wire::ok_reply{};
+    return wire::encode(env, {});
+  };
+  REQUIRE(p.a.send(p.a_link, hello_from(role::client)).ok());
+  REQUIRE(p.a.send(*owners, hello_from(role::owner)).ok());
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(p.a.send(p.a_link, plain()).ok());
+    REQUIRE(p.a.send(*owners, plain()).ok());
+  }
+  REQUIRE(p.sink_b.wait_received(p.b_link, 4));
+  REQUIRE(p.sink_b.wait_received(*owners_at_b, 4));
+  // The three frames after the client's hello, none of the owner's.
+  CHECK(offered == 3);
+  CHECK(offered_on == p.b_link);
+  // Each hello was decoded once and handed on decoded.
+  auto client_messages = p.sink_b.messages(p.b_link);
+  REQUIRE_FALSE(client_messages.empty());
+  REQUIRE(std::holds_alternative<wire::hello>(client_messages.front().env.body));
+  CHECK(std::get<wire::hello>(client_messages.front().env.body).sender_role == role::client);
+  auto owner_messages = p.sink_b.messages(*owners_at_b);
+  REQUIRE(owner_messages.size() == 1);
+  CHECK(std::get<wire::hello>(owner_messages.front().env.body).sender_role == role::owner);
+  CHECK(p.sink_b.frames(*owners_at_b).size() == 3);
 }
 
 TEST_CASE("tcp: frames of 0, 1, 4096 and 10 MiB payload bytes arrive intact and in order") {

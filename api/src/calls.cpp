@@ -1,8 +1,14 @@
-#include <chrono>
+// How a library thread's request leaves it (calls.hpp): on the thread's
+// own direct shm channel to the owner, or handed to the client node's
+// actor; and the synchronous request built on the two.
+#include "api/src/calls.hpp"
+
+#include <caf/send.hpp>
+
 #include <unordered_map>
 #include <variant>
 
-#include "api/src/client_impl.hpp"
+#include "actors/client/client.hpp"
 #include "actors/client/request_table.hpp"
 #include "actors/common/endpoint.hpp"
 #include "runtime/assert.hpp"
@@ -56,6 +62,10 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
     }
     e.channel = std::move(*opened);
   }
+  // One call at a time per thread and client: the thread waits for each
+  // answer before it asks again (a handler calling back in on the same
+  // thread would have to go the usual way).
+  SLUICE_ASSERT(e.calls.size() == 0);
   auto deadline = request_clock::now() + timeout;
   auto id = e.calls.open(deadline, {});
   SLUICE_ASSERT(id.ok());
@@ -67,12 +77,41 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   auto msg = e.channel->call(wire::encode(env, payload), env.request_id, deadline);
   // Answered, timed out or broken: the call is over either way, and an
   // answer that comes late is skipped by the channel.
-  e.calls.close(*id);
+  auto closed = e.calls.close(*id);
+  SLUICE_ASSERT(closed.has_value());
   if (!msg) return result<wire::message>{std::move(msg).error()};
   if (auto* err = std::get_if<wire::error_reply>(&msg->env.body)) {
     return result<wire::message>{error{err->code, err->message}};
   }
   return result<wire::message>{std::move(*msg)};
+}
+
+// --- through the client node ----------------------------------------------------
+
+
+void through_node(client::impl& c, wire::body request, shared_bytes payload, std::chrono::milliseconds timeout,
+                  callback<wire::message> done) {
+  api_call msg;
+  msg.request = std::move(request);
+  msg.payload = std::move(payload);
+  msg.timeout = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
+  msg.done = std::move(done);
+  caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
+}
+
+void tell_node(client::impl& c, wire::body notice) {
+  api_call msg;
+  msg.request = std::move(notice);
+  msg.notify = true;
+  caf::anon_send(c.host->actor(), api_atom::value, std::move(msg));
+}
+
+result<wire::message> ask(client::impl& c, const wire::body& request, const shared_bytes& payload,
+                          std::chrono::milliseconds timeout) {
+  if (auto direct = direct_call(c, request, payload, timeout)) return std::move(*direct);
+  auto [done, future] = promise_callback<wire::message>();
+  through_node(c, request, payload, timeout, std::move(done));
+  return wait_for(std::move(future), timeout);
 }
 
 }  // namespace sluice
