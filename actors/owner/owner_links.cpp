@@ -169,12 +169,48 @@ void attempt(self_ptr self, const call_ptr& c) {
       // rdma carries the bytes of reads (owner_rdma.cpp), not requests:
       // they go on over the next path.
     case path_kind::shm:
-      // Never planned: the owner marks it unavailable (see owner.cpp).
+      // Never planned: init_links marks it unavailable.
       return attempt(self, c);
   }
 }
 
 }  // namespace
+
+void init_links(self_ptr self, const links_section& cfg) {
+  auto& st = self->state;
+  st.links_cfg = cfg;
+  transport::link_policy policy;
+  policy.order.clear();
+  for (auto& name : cfg.order) {
+    if (auto kind = transport::parse_path_kind(name)) policy.order.push_back(*kind);
+  }
+  policy.retry_initial = cfg.retry;
+  policy.retry_max = cfg.retry_max;
+  st.links = transport::link_manager{policy};
+  // Between owners shared memory never applies; rdma only where the node
+  // has a path (a device, or the software provider it was told to use).
+  st.links.set_available(transport::path_kind::shm, false);
+  st.links.set_available(transport::path_kind::rdma, st.rdma.path != nullptr);
+  st.ep->set_forwarder([self](transport::link_id from, wire::message msg) { relay_frame(self, from, std::move(msg)); });
+}
+
+result<transport::link_id> owner_link(self_ptr self, const wire::replica& r) {
+  auto& st = self->state;
+  // A link this owner is closing stays known until its close is reported;
+  // it carries nothing more.
+  if (auto link = st.ep->link_to(r.owner); link && !st.closing.contains(*link)) return *link;
+  if (auto it = st.dialing.find(r.owner); it != st.dialing.end() && !st.closing.contains(it->second)) {
+    return it->second;
+  }
+  auto link = st.ep->connect(r.address);
+  if (link) st.dialing[r.owner] = *link;
+  return link;
+}
+
+void close_link(self_ptr self, transport::link_id link) {
+  self->state.closing.insert(link);
+  self->state.ep->close(link);
+}
 
 void peer_request(self_ptr self, const wire::replica& to, wire::body body, shared_bytes payload,
                   clock_time deadline, std::optional<transport::receive_slot> into, reply_handler on_reply) {

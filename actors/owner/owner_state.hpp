@@ -167,17 +167,32 @@ struct owner_state {
 using self_ptr = owner_actor::stateful_pointer<owner_state>;
 
 
+// --- the master (owner_master.cpp) ---
+
 /// Asks the master; fails at once with `unavailable` while this owner is
 /// not registered.
 void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply);
+/// Opens a link to the master ([owner] master) and registers with it; when
+/// the master cannot be reached, tries again later (schedule_reconnect).
+void connect_master(self_ptr self);
+/// Sends this owner a reconnect_atom after [owner] reconnect_interval
+/// (once, however often asked).
+void schedule_reconnect(self_ptr self);
+/// The tick, every heartbeat interval while registered: retries due
+/// paths, the rdma and rpc periodic work, then a heartbeat to the master,
+/// whose answer renews the lease or asks this owner to register again.
+void on_tick(self_ptr self);
 
+// --- paths to other owners (owner_links.cpp) ---
+
+/// Sets the link manager up from [links] (no shm between owners, rdma
+/// only where the node has a path) and passes frames for other owners to
+/// relay_frame.
+void init_links(self_ptr self, const links_section& cfg);
 /// The link to another owner, opening one when needed.
 result<transport::link_id> owner_link(self_ptr self, const wire::replica& r);
 /// Closes a link to another owner; owner_link no longer hands it out.
 void close_link(self_ptr self, transport::link_id link);
-
-// --- paths to other owners (owner_links.cpp) ---
-
 /// Sends `body` (and `payload`) to the owner `to` and hands its reply to
 /// `on_reply`, over the best path the link manager knows: the paths of
 /// its plan in turn, each but the last given [links] timeout to answer,
@@ -202,6 +217,25 @@ std::vector<wire::link_state> link_report(self_ptr self);
 void relay_frame(self_ptr self, transport::link_id from, wire::message msg);
 /// The member list arrived: frames parked for it go on (or are refused).
 void release_parked(self_ptr self);
+
+// --- kv, served to clients (owner_kv.cpp) ---
+
+/// A client's put: committed here when the key's slot is this owner's,
+/// else placed by the master, stored where it says and copied to the
+/// extra replicas. `waited`: the put already waited for a claim.
+void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
+               wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
+               std::string prefer_owner, bool waited = false);
+void serve_remove(self_ptr self, const request_context& ctx, std::string key, std::uint64_t if_version);
+void serve_exists(self_ptr self, const request_context& ctx, std::string key);
+/// Sets pool memory aside for a local client to write a value into, at
+/// most reservations_per_link_max per link; evicts once when full.
+void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_reserve& r, bool made_room = false);
+/// The client wrote reservation `id`: its bytes become a put.
+void serve_commit_reservation(self_ptr self, const request_context& ctx, std::uint64_t id);
+/// Another owner sends a value to hold: a placed put's version, stored
+/// and committed here, or an extra copy (`s.replica`).
+void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value);
 
 // --- reads, and transfers between owners (owner_transfer.cpp) ---
 

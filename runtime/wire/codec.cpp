@@ -1,3 +1,6 @@
+// The decode boundary's envelope and framing; each message family's members
+// are written and read in codec_<family>.cpp, which write_body and
+// read_body dispatch to.
 #include "runtime/wire/codec.hpp"
 
 #include <cstring>
@@ -10,7 +13,11 @@
 #include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
 #include "runtime/wire/codec_detail.hpp"
+#include "runtime/wire/codec_directory.hpp"
+#include "runtime/wire/codec_kv.hpp"
+#include "runtime/wire/codec_membership.hpp"
 #include "runtime/wire/codec_rpc.hpp"
+#include "runtime/wire/codec_transfer.hpp"
 #include "sluice.capnp.h"
 
 namespace sluice::wire {
@@ -18,283 +25,16 @@ namespace {
 
 using namespace codec_detail;
 
-template <class B>
-void set_key_version(B b, const std::string& key, std::uint64_t version) {
-  b.setKey(as_data(key));
-  b.setVersion(version);
-}
-
-void set_replica(s::Replica::Builder b, const replica& r) {
-  b.setOwner(r.owner.value);
-  b.setAddress(r.address);
-}
-
-replica read_replica(s::Replica::Reader r) {
-  return {node_id{r.getOwner()}, from_text(r.getAddress())};
-}
-
-void set_rdma_endpoint(s::RdmaEndpoint::Builder b, const rdma_endpoint& e) {
-  b.setQpNumber(e.qp_number);
-  b.setPacketSequence(e.packet_sequence);
-  b.setLid(e.lid);
-  b.setGid(as_data(e.gid));
-}
-
-rdma_endpoint read_rdma_endpoint(s::RdmaEndpoint::Reader r) {
-  return rdma_endpoint{r.getQpNumber(), r.getPacketSequence(), r.getLid(), from_data(r.getGid())};
-}
-
 // --- encoding ---------------------------------------------------------------
 
 void write_body(s::Envelope::Body::Builder b, const body& msg) {
   std::visit(
       overloaded{
-          [&](const hello& x) {
-            auto h = b.initHello();
-            h.setRole(to_schema(x.sender_role));
-            h.setVersion(x.version);
-            h.setName(x.name);
-            h.setListenAddress(x.listen_address);
-          },
-          [&](const error_reply& x) {
-            auto e = b.initError();
-            e.setCode(static_cast<std::uint16_t>(x.code));
-            e.setMessage(x.message);
-          },
-          [&](const ok_reply&) { b.setOk(); },
-          [&](const register_owner& x) {
-            auto r = b.initRegisterOwner();
-            r.setName(x.name);
-            r.setAddress(x.address);
-            r.setCapacityBytes(x.capacity_bytes);
-            r.setIncarnation(x.incarnation);
-            r.setEvicts(x.evicts);
-            r.setCommitsFrom(x.commits_from);
-          },
-          [&](const register_owner_reply& x) {
-            auto r = b.initRegisterOwnerReply();
-            r.setHeartbeatIntervalUs(x.heartbeat_interval_us);
-            r.setLeaseUs(x.lease_us);
-          },
-          [&](const heartbeat& x) {
-            auto h = b.initHeartbeat();
-            h.setUsedBytes(x.used_bytes);
-            h.setObjectCount(x.object_count);
-            h.setEvictions(x.evictions);
-            auto list = h.initSessions(static_cast<unsigned>(x.sessions.size()));
-            for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
-            write_links(h.initLinks(static_cast<unsigned>(x.links.size())), x.links);
-          },
-          [&](const heartbeat_reply& x) { b.initHeartbeatReply().setKnown(x.known); },
-          [&](const place& x) {
-            auto p = b.initPlace();
-            p.setKey(as_data(x.key));
-            p.setSize(x.size);
-            p.setPreferred(x.preferred.value);
-            p.setIfAbsent(x.condition.if_absent);
-            p.setIfVersion(x.condition.if_version);
-            p.setTtlMs(x.ttl_ms);
-            p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
-            p.setPreferOwner(x.prefer_owner);
-          },
-          [&](const place_reply& x) {
-            auto p = b.initPlaceReply();
-            p.setVersion(x.version);
-            set_replica(p.initTarget(), x.target);
-            auto list = p.initExtra(static_cast<unsigned>(x.extra.size()));
-            for (unsigned i = 0; i < x.extra.size(); ++i) set_replica(list[i], x.extra[i]);
-          },
-          [&](const commit& x) {
-            auto c = b.initCommit();
-            c.setKey(as_data(x.key));
-            c.setVersion(x.version);
-            c.setSize(x.size);
-          },
-          [&](const abort_put& x) { set_key_version(b.initAbortPut(), x.key, x.version); },
-          [&](const locate& x) { b.initLocate().setKey(as_data(x.key)); },
-          [&](const locate_reply& x) {
-            auto l = b.initLocateReply();
-            l.setVersion(x.version);
-            l.setSize(x.size);
-            auto list = l.initReplicas(static_cast<unsigned>(x.replicas.size()));
-            for (unsigned i = 0; i < x.replicas.size(); ++i) set_replica(list[i], x.replicas[i]);
-          },
-          [&](const remove_key& x) {
-            auto r = b.initRemoveKey();
-            r.setKey(as_data(x.key));
-            r.setIfVersion(x.if_version);
-          },
-          [&](const remove_key_reply& x) { b.setRemoveKeyReply(x.existed); },
-          [&](const drop& x) { set_key_version(b.initDrop(), x.key, x.version); },
-          [&](const fetch& x) { set_key_version(b.initFetch(), x.key, x.version); },
-          [&](const fetch_reply& x) { b.setFetchReply(x.version); },
-          [&](const store& x) {
-            auto st = b.initStore();
-            st.setKey(as_data(x.key));
-            st.setVersion(x.version);
-            st.setTtlMs(x.ttl_ms);
-            st.setReplica(x.replica);
-          },
-          [&](const kv_put& x) {
-            auto p = b.initKvPut();
-            p.setKey(as_data(x.key));
-            p.setIfAbsent(x.condition.if_absent);
-            p.setIfVersion(x.condition.if_version);
-            p.setTtlMs(x.ttl_ms);
-            p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
-            p.setPreferOwner(x.prefer_owner);
-          },
-          [&](const kv_put_reply& x) { b.setKvPutReply(x.version); },
-          [&](const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); },
-          [&](const kv_get_reply& x) { b.setKvGetReply(x.version); },
-          [&](const kv_remove& x) {
-            auto r = b.initKvRemove();
-            r.setKey(as_data(x.key));
-            r.setIfVersion(x.if_version);
-          },
-          [&](const kv_remove_reply& x) { b.setKvRemoveReply(x.existed); },
-          [&](const kv_exists& x) { b.initKvExists().setKey(as_data(x.key)); },
-          [&](const kv_exists_reply& x) { b.setKvExistsReply(x.exists); },
           [&](const cluster_status&) { b.setClusterStatus(); },
           [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
-          [&](const ping&) { b.setPing(); },
-          [&](const leave&) { b.setLeave(); },
-          [&](const kv_reserve& x) {
-            auto r = b.initKvReserve();
-            r.setKey(as_data(x.key));
-            r.setSize(x.size);
-            r.setIfAbsent(x.condition.if_absent);
-            r.setIfVersion(x.condition.if_version);
-            r.setTtlMs(x.ttl_ms);
-            r.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
-            r.setPreferOwner(x.prefer_owner);
-          },
-          [&](const kv_reserve_reply& x) {
-            auto r = b.initKvReserveReply();
-            r.setReservation(x.reservation);
-            set_pool_region(r.initWhere(), x.where);
-          },
-          [&](const kv_commit& x) { b.setKvCommit(x.reservation); },
-          [&](const kv_abort& x) { b.setKvAbort(x.reservation); },
-          [&](const invalidate& x) {
-            auto i = b.initInvalidate();
-            i.setKey(as_data(x.key));
-            i.setGeneration(x.generation);
-          },
-          [&](const commit_reply& x) { b.setCommitReply(x.current); },
-          [&](const list_keys& x) {
-            auto l = b.initListKeys();
-            l.setPrefix(as_data(x.prefix));
-            l.setStartAfter(as_data(x.start_after));
-            l.setLimit(x.limit);
-          },
-          [&](const list_keys_reply& x) {
-            auto l = b.initListKeysReply();
-            auto list = l.initKeys(static_cast<unsigned>(x.keys.size()));
-            for (unsigned i = 0; i < x.keys.size(); ++i) {
-              list[i].setKey(as_data(x.keys[i].key));
-              list[i].setVersion(x.keys[i].version);
-              list[i].setSize(x.keys[i].size);
-            }
-            l.setMore(x.more);
-          },
-          [&](const count_keys& x) { b.initCountKeys().setKey(as_data(x.prefix)); },
-          [&](const count_keys_reply& x) { b.setCountKeysReply(x.count); },
-          [&](const evict& x) { set_key_version(b.initEvict(), x.key, x.version); },
-          [&](const evict_reply& x) { b.setEvictReply(x.evicted); },
-          [&](const pin& x) {
-            auto p = b.initPin();
-            p.setKey(as_data(x.key));
-            p.setTtlMs(x.ttl_ms);
-            p.setSession(x.session);
-          },
-          [&](const pin_reply& x) { b.setPinReply(x.version); },
-          [&](const unpin& x) {
-            auto u = b.initUnpin();
-            u.setKey(as_data(x.key));
-            u.setSession(x.session);
-          },
-          [&](const unpin_reply& x) { b.setUnpinReply(x.was_pinned); },
-          [&](const add_replica& x) { set_key_version(b.initAddReplica(), x.key, x.version); },
-          [&](const add_replica_reply& x) { b.setAddReplicaReply(x.added); },
-          [&](const inventory& x) {
-            auto i = b.initInventory();
-            i.setAfter(as_data(x.after));
-            auto list = i.initEntries(static_cast<unsigned>(x.entries.size()));
-            for (unsigned n = 0; n < x.entries.size(); ++n) set_key_version(list[n], x.entries[n].key, x.entries[n].version);
-            i.setFinal(x.final);
-          },
-          [&](const inventory_reply& x) {
-            auto list = b.initInventoryReply(static_cast<unsigned>(x.unknown.size()));
-            for (unsigned n = 0; n < x.unknown.size(); ++n) set_key_version(list[n], x.unknown[n].key, x.unknown[n].version);
-          },
-          [&](const claim& x) {
-            auto c = b.initClaim();
-            auto list = c.initSlots(static_cast<unsigned>(x.slots.size()));
-            for (unsigned n = 0; n < x.slots.size(); ++n) list.set(n, x.slots[n]);
-            c.setVersions(x.versions);
-          },
-          [&](const claim_reply& x) {
-            auto c = b.initClaimReply();
-            auto list = c.initGranted(static_cast<unsigned>(x.granted.size()));
-            for (unsigned n = 0; n < x.granted.size(); ++n) list.set(n, x.granted[n]);
-            c.setBlockFirst(x.block_first);
-            c.setBlockCount(x.block_count);
-            c.setGeneration(x.generation);
-          },
-          [&](const owner_commits& x) {
-            auto c = b.initOwnerCommits();
-            c.setFirstSeq(x.first_seq);
-            auto entries = c.initEntries(static_cast<unsigned>(x.entries.size()));
-            for (unsigned i = 0; i < x.entries.size(); ++i) {
-              entries[i].setKey(as_data(x.entries[i].key));
-              entries[i].setVersion(x.entries[i].version);
-              entries[i].setSize(x.entries[i].size);
-            }
-          },
-          [&](const owner_commits_reply& x) {
-            auto list = b.initOwnerCommitsReply(static_cast<unsigned>(x.refused.size()));
-            for (unsigned n = 0; n < x.refused.size(); ++n) set_key_version(list[n], x.refused[n].key, x.refused[n].version);
-          },
-          [&](const barrier&) { b.setBarrier(); },
-          [&](const flushed& x) { b.setFlushed(x.seq); },
-          [&](const fetch_range& x) {
-            auto f = b.initFetchRange();
-            set_key_version(f, x.key, x.version);
-            f.setOffset(x.offset);
-            f.setLength(x.length);
-            f.setRdma(x.rdma);
-          },
           [&](const rpc& x) { write_rpc(b.initRpc(), x); },
-          [&](const rdma_connect& x) {
-            auto c = b.initRdmaConnect();
-            c.setProvider(x.provider);
-            set_rdma_endpoint(c.initEndpoint(), x.endpoint);
-          },
-          [&](const rdma_connect_reply& x) {
-            auto c = b.initRdmaConnectReply();
-            c.setProvider(x.provider);
-            set_rdma_endpoint(c.initEndpoint(), x.endpoint);
-            auto list = c.initSegments(static_cast<unsigned>(x.segments.size()));
-            for (unsigned i = 0; i < x.segments.size(); ++i) {
-              list[i].setSegment(x.segments[i].segment);
-              list[i].setAddress(x.segments[i].address);
-              list[i].setLength(x.segments[i].length);
-              list[i].setRkey(x.segments[i].rkey);
-            }
-          },
-          [&](const rdma_lease& x) {
-            auto l = b.initRdmaLease();
-            l.setLease(x.lease);
-            l.setVersion(x.version);
-            l.setSegment(x.where.segment);
-            l.setOffset(x.where.offset);
-            l.setLength(x.where.length);
-            l.setAddress(x.address);
-            l.setRkey(x.rkey);
-            l.setLeaseUs(x.lease_us);
-          },
-          [&](const rdma_release& x) { b.setRdmaRelease(x.lease); },
+          // Every other member: its family's write_member (codec_<family>.cpp).
+          [&](const auto& x) { write_member(b, x); },
       },
       msg);
 }
@@ -304,212 +44,68 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
 result<body> read_body(s::Envelope::Body::Reader b) {
   using W = s::Envelope::Body::Which;
   switch (b.which()) {
-    case W::HELLO: {
-      auto h = b.getHello();
-      return body{hello{from_schema(h.getRole()), h.getVersion(), from_text(h.getName()),
-                        from_text(h.getListenAddress())}};
-    }
-    case W::ERROR: {
-      auto e = b.getError();
-      auto code = errc_from_wire(e.getCode());
-      if (code == errc::ok) return fail(errc::protocol, "error reply with code 0 (ok)");
-      return body{error_reply{code, from_text(e.getMessage())}};
-    }
-    case W::OK: return body{ok_reply{}};
-    case W::REGISTER_OWNER: {
-      auto r = b.getRegisterOwner();
-      return body{register_owner{from_text(r.getName()), from_text(r.getAddress()), r.getCapacityBytes(),
-                                 r.getIncarnation(), r.getEvicts(), r.getCommitsFrom()}};
-    }
-    case W::REGISTER_OWNER_REPLY: {
-      auto r = b.getRegisterOwnerReply();
-      return body{register_owner_reply{r.getHeartbeatIntervalUs(), r.getLeaseUs()}};
-    }
-    case W::HEARTBEAT: {
-      auto h = b.getHeartbeat();
-      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks())};
-      for (auto s : h.getSessions()) out.sessions.push_back(s);
-      return body{std::move(out)};
-    }
-    case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
-    case W::PLACE: {
-      auto p = b.getPlace();
-      return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
-                        put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                        std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
-    }
-    case W::PLACE_REPLY: {
-      auto p = b.getPlaceReply();
-      place_reply out{p.getVersion(), read_replica(p.getTarget()), {}};
-      for (auto r : p.getExtra()) out.extra.push_back(read_replica(r));
-      return body{std::move(out)};
-    }
-    case W::COMMIT: {
-      auto c = b.getCommit();
-      return body{commit{from_data(c.getKey()), c.getVersion(), c.getSize()}};
-    }
-    case W::ABORT_PUT: {
-      auto a = b.getAbortPut();
-      return body{abort_put{from_data(a.getKey()), a.getVersion()}};
-    }
-    case W::LOCATE: return body{locate{from_data(b.getLocate().getKey())}};
-    case W::LOCATE_REPLY: {
-      auto l = b.getLocateReply();
-      locate_reply out{l.getVersion(), l.getSize(), {}};
-      for (auto r : l.getReplicas()) out.replicas.push_back(read_replica(r));
-      return body{std::move(out)};
-    }
-    case W::REMOVE_KEY: {
-      auto r = b.getRemoveKey();
-      return body{remove_key{from_data(r.getKey()), r.getIfVersion()}};
-    }
-    case W::REMOVE_KEY_REPLY: return body{remove_key_reply{b.getRemoveKeyReply()}};
-    case W::DROP: {
-      auto d = b.getDrop();
-      return body{drop{from_data(d.getKey()), d.getVersion()}};
-    }
-    case W::FETCH: {
-      auto f = b.getFetch();
-      return body{fetch{from_data(f.getKey()), f.getVersion()}};
-    }
-    case W::FETCH_REPLY: return body{fetch_reply{b.getFetchReply()}};
-    case W::STORE: {
-      auto x = b.getStore();
-      return body{store{from_data(x.getKey()), x.getVersion(), x.getTtlMs(), x.getReplica()}};
-    }
-    case W::KV_PUT: {
-      auto p = b.getKvPut();
-      return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                         std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
-    }
-    case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
-    case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
-    case W::KV_GET_REPLY: return body{kv_get_reply{b.getKvGetReply()}};
-    case W::KV_REMOVE: {
-      auto r = b.getKvRemove();
-      return body{kv_remove{from_data(r.getKey()), r.getIfVersion()}};
-    }
-    case W::KV_REMOVE_REPLY: return body{kv_remove_reply{b.getKvRemoveReply()}};
-    case W::KV_EXISTS: return body{kv_exists{from_data(b.getKvExists().getKey())}};
-    case W::KV_EXISTS_REPLY: return body{kv_exists_reply{b.getKvExistsReply()}};
+    case W::HELLO:
+    case W::ERROR:
+    case W::OK:
+    case W::REGISTER_OWNER:
+    case W::REGISTER_OWNER_REPLY:
+    case W::HEARTBEAT:
+    case W::HEARTBEAT_REPLY:
+    case W::PING:
+    case W::LEAVE: return read_membership(b);
+    case W::PLACE:
+    case W::PLACE_REPLY:
+    case W::COMMIT:
+    case W::ABORT_PUT:
+    case W::LOCATE:
+    case W::LOCATE_REPLY:
+    case W::REMOVE_KEY:
+    case W::REMOVE_KEY_REPLY:
+    case W::DROP:
+    case W::INVALIDATE:
+    case W::COMMIT_REPLY:
+    case W::EVICT:
+    case W::EVICT_REPLY:
+    case W::ADD_REPLICA:
+    case W::ADD_REPLICA_REPLY:
+    case W::INVENTORY:
+    case W::INVENTORY_REPLY:
+    case W::CLAIM:
+    case W::CLAIM_REPLY:
+    case W::OWNER_COMMITS:
+    case W::OWNER_COMMITS_REPLY:
+    case W::BARRIER:
+    case W::FLUSHED: return read_directory(b);
+    case W::KV_PUT:
+    case W::KV_PUT_REPLY:
+    case W::KV_GET:
+    case W::KV_GET_REPLY:
+    case W::KV_REMOVE:
+    case W::KV_REMOVE_REPLY:
+    case W::KV_EXISTS:
+    case W::KV_EXISTS_REPLY:
+    case W::KV_RESERVE:
+    case W::KV_RESERVE_REPLY:
+    case W::KV_COMMIT:
+    case W::KV_ABORT:
+    case W::LIST_KEYS:
+    case W::LIST_KEYS_REPLY:
+    case W::COUNT_KEYS:
+    case W::COUNT_KEYS_REPLY:
+    case W::PIN:
+    case W::PIN_REPLY:
+    case W::UNPIN:
+    case W::UNPIN_REPLY: return read_kv(b);
+    case W::FETCH:
+    case W::FETCH_REPLY:
+    case W::STORE:
+    case W::FETCH_RANGE:
+    case W::RDMA_CONNECT:
+    case W::RDMA_CONNECT_REPLY:
+    case W::RDMA_LEASE:
+    case W::RDMA_RELEASE: return read_transfer(b);
     case W::CLUSTER_STATUS: return body{cluster_status{}};
     case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
-    case W::PING: return body{ping{}};
-    case W::LEAVE: return body{leave{}};
-    case W::KV_RESERVE: {
-      auto r = b.getKvReserve();
-      return body{kv_reserve{from_data(r.getKey()), r.getSize(),
-                             put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs(),
-                             std::max<std::uint32_t>(r.getReplicas(), 1), from_text(r.getPreferOwner())}};
-    }
-    case W::KV_RESERVE_REPLY: {
-      auto r = b.getKvReserveReply();
-      auto w = r.getWhere();
-      return body{kv_reserve_reply{r.getReservation(), pool_region{w.getSegment(), w.getOffset(), w.getLength()}}};
-    }
-    case W::KV_COMMIT: return body{kv_commit{b.getKvCommit()}};
-    case W::KV_ABORT: return body{kv_abort{b.getKvAbort()}};
-    case W::INVALIDATE: {
-      auto i = b.getInvalidate();
-      return body{invalidate{from_data(i.getKey()), i.getGeneration()}};
-    }
-    case W::COMMIT_REPLY: return body{commit_reply{b.getCommitReply()}};
-    case W::LIST_KEYS: {
-      auto l = b.getListKeys();
-      return body{list_keys{from_data(l.getPrefix()), from_data(l.getStartAfter()), l.getLimit()}};
-    }
-    case W::LIST_KEYS_REPLY: {
-      auto l = b.getListKeysReply();
-      list_keys_reply out;
-      out.more = l.getMore();
-      for (auto k : l.getKeys()) out.keys.push_back(key_info{from_data(k.getKey()), k.getVersion(), k.getSize()});
-      return body{std::move(out)};
-    }
-    case W::COUNT_KEYS: return body{count_keys{from_data(b.getCountKeys().getKey())}};
-    case W::COUNT_KEYS_REPLY: return body{count_keys_reply{b.getCountKeysReply()}};
-    case W::EVICT: {
-      auto e = b.getEvict();
-      return body{evict{from_data(e.getKey()), e.getVersion()}};
-    }
-    case W::EVICT_REPLY: return body{evict_reply{b.getEvictReply()}};
-    case W::PIN: {
-      auto p = b.getPin();
-      return body{pin{from_data(p.getKey()), p.getTtlMs(), p.getSession()}};
-    }
-    case W::PIN_REPLY: return body{pin_reply{b.getPinReply()}};
-    case W::UNPIN: {
-      auto u = b.getUnpin();
-      return body{unpin{from_data(u.getKey()), u.getSession()}};
-    }
-    case W::UNPIN_REPLY: return body{unpin_reply{b.getUnpinReply()}};
-    case W::ADD_REPLICA: {
-      auto a = b.getAddReplica();
-      return body{add_replica{from_data(a.getKey()), a.getVersion()}};
-    }
-    case W::ADD_REPLICA_REPLY: return body{add_replica_reply{b.getAddReplicaReply()}};
-    case W::INVENTORY: {
-      auto i = b.getInventory();
-      inventory out{from_data(i.getAfter()), {}, i.getFinal()};
-      for (auto e : i.getEntries()) out.entries.push_back(key_version{from_data(e.getKey()), e.getVersion()});
-      return body{std::move(out)};
-    }
-    case W::INVENTORY_REPLY: {
-      inventory_reply out;
-      for (auto e : b.getInventoryReply()) out.unknown.push_back(key_version{from_data(e.getKey()), e.getVersion()});
-      return body{std::move(out)};
-    }
-    case W::CLAIM: {
-      auto c = b.getClaim();
-      claim out;
-      for (auto slot : c.getSlots()) out.slots.push_back(slot);
-      out.versions = c.getVersions();
-      return body{std::move(out)};
-    }
-    case W::CLAIM_REPLY: {
-      auto c = b.getClaimReply();
-      claim_reply out;
-      for (auto slot : c.getGranted()) out.granted.push_back(slot);
-      out.block_first = c.getBlockFirst();
-      out.block_count = c.getBlockCount();
-      out.generation = c.getGeneration();
-      return body{std::move(out)};
-    }
-    case W::OWNER_COMMITS: {
-      auto c = b.getOwnerCommits();
-      owner_commits out;
-      out.first_seq = c.getFirstSeq();
-      for (auto e : c.getEntries()) out.entries.push_back(owner_commit{from_data(e.getKey()), e.getVersion(), e.getSize()});
-      return body{std::move(out)};
-    }
-    case W::OWNER_COMMITS_REPLY: {
-      owner_commits_reply out;
-      for (auto e : b.getOwnerCommitsReply()) out.refused.push_back(key_version{from_data(e.getKey()), e.getVersion()});
-      return body{std::move(out)};
-    }
-    case W::BARRIER: return body{barrier{}};
-    case W::FLUSHED: return body{flushed{b.getFlushed()}};
-    case W::FETCH_RANGE: {
-      auto f = b.getFetchRange();
-      return body{fetch_range{from_data(f.getKey()), f.getVersion(), f.getOffset(), f.getLength(), f.getRdma()}};
-    }
-    case W::RDMA_CONNECT: {
-      auto c = b.getRdmaConnect();
-      return body{rdma_connect{from_text(c.getProvider()), read_rdma_endpoint(c.getEndpoint())}};
-    }
-    case W::RDMA_CONNECT_REPLY: {
-      auto c = b.getRdmaConnectReply();
-      rdma_connect_reply out{from_text(c.getProvider()), read_rdma_endpoint(c.getEndpoint()), {}};
-      for (auto g : c.getSegments()) {
-        out.segments.push_back(rdma_segment{g.getSegment(), g.getAddress(), g.getLength(), g.getRkey()});
-      }
-      return body{std::move(out)};
-    }
-    case W::RDMA_LEASE: {
-      auto l = b.getRdmaLease();
-      return body{rdma_lease{l.getLease(), l.getVersion(), pool_region{l.getSegment(), l.getOffset(), l.getLength()},
-                             l.getAddress(), l.getRkey(), l.getLeaseUs()}};
-    }
-    case W::RDMA_RELEASE: return body{rdma_release{b.getRdmaRelease()}};
     case W::RPC: {
       auto r = read_rpc(b.getRpc());
       if (!r) return std::move(r).error();

@@ -2,6 +2,7 @@
 // share, between plain values and Cap'n Proto readers and builders.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,12 @@ inline std::string from_data(capnp::Data::Reader data) {
 
 inline std::string from_text(capnp::Text::Reader text) {
   return {text.begin(), text.size()};
+}
+
+template <class B>
+void set_key_version(B b, const std::string& key, std::uint64_t version) {
+  b.setKey(as_data(key));
+  b.setVersion(version);
 }
 
 inline s::Role to_schema(role r) {

@@ -4,7 +4,8 @@
 // Proto readers (or their exceptions) directly.
 //
 // Adding a message: add it to sluice.capnp with fresh field numbers, add a
-// struct here and to `body`, and teach codec.cpp both directions.
+// struct here and to `body`, and teach its family's codec_<family>.cpp both
+// directions (and read_body in codec.cpp which family reads it).
 #pragma once
 
 #include <cstdint>
