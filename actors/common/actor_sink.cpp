@@ -4,12 +4,15 @@
 #include <caf/send.hpp>
 
 #include "actors/common/atoms.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
 
 namespace sluice {
 
 void actor_sink::bind(caf::actor target) {
+  SLUICE_ASSERT(target);
   std::lock_guard guard{mutex_};
+  SLUICE_ASSERT(!target_);
   target_ = std::move(target);
   for (auto& msg : early_) caf::anon_send(target_, std::move(msg));
   early_.clear();
@@ -23,6 +26,7 @@ result<void> actor_sink::deliver(caf::message msg) {
 
 result<void> actor_sink::deliver_locked(caf::message msg) {
   if (target_) {
+    SLUICE_ASSERT(early_.empty());
     caf::anon_send(target_, std::move(msg));
     return {};
   }
@@ -32,6 +36,7 @@ result<void> actor_sink::deliver_locked(caf::message msg) {
     return fail(errc::overloaded, "the node is starting and holds too many events already");
   }
   early_.push_back(std::move(msg));
+  SLUICE_ASSERT(early_.size() <= early_messages_max);
   return {};
 }
 

@@ -2,6 +2,11 @@
 // a node's role actor. Decoding happens here, on the transport's thread,
 // so the actor receives checked wire::message values; a malformed frame is
 // logged and refused, and the transport closes that link.
+//
+// Invariants (asserted):
+//   1. the sink is bound once, to an actor;
+//   2. events that arrive before bind wait in early_, at most
+//      early_messages_max of them, and early_ is empty from bind on.
 #pragma once
 
 #include <mutex>

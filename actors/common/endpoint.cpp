@@ -14,6 +14,14 @@
 
 namespace sluice {
 
+namespace {
+
+/// max_request_timeout in microseconds, the unit of deadlines on the wire.
+constexpr std::uint64_t max_request_timeout_us =
+    std::chrono::duration_cast<std::chrono::microseconds>(max_request_timeout).count();
+
+}  // namespace
+
 std::uint64_t remaining_us(clock_time now, clock_time deadline) {
   if (deadline <= now) return 0;
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count();
@@ -91,6 +99,7 @@ std::optional<wire::message> endpoint::inbound(transport::link_id link, wire::me
     if (msg.env.request_id != 0) reply(context_of(link, msg), wire::ok_reply{});
     return std::nullopt;
   }
+  SLUICE_ASSERT(msg.env.reply_to == 0);
   return msg;
 }
 
@@ -102,6 +111,8 @@ std::optional<peer_info> endpoint::link_down(transport::link_id link, const erro
   }
   requests_seen_.erase(requests_seen_.lower_bound({link, 0, false}),
                        requests_seen_.upper_bound({link, std::numeric_limits<std::uint64_t>::max(), true}));
+  auto left = requests_seen_.lower_bound({link, 0, false});
+  SLUICE_ASSERT(left == requests_seen_.end() || std::get<0>(left->first) != link);
   for (auto id : requests_.ids_where([link](const pending_request& p) { return p.link == link; })) {
     finish(id, error{errc::unavailable, "link lost before the reply came: " + reason.to_string()}, true);
   }
@@ -114,7 +125,11 @@ void endpoint::sweep() {
   while (auto id = requests_.first_expired(now_)) {
     finish(*id, error{errc::timeout, "no reply before the deadline"}, true);
   }
-  if (auto next = requests_.next_deadline()) arm_sweep(*next);
+  if (auto next = requests_.next_deadline()) {
+    arm_sweep(*next);
+    SLUICE_ASSERT(sweep_at_.has_value());
+    SLUICE_ASSERT(*sweep_at_ <= *next);
+  }
 }
 
 result<transport::link_id> endpoint::connect(std::string_view address) {
@@ -155,14 +170,19 @@ std::uint64_t endpoint::request(transport::link_id link, wire::body body, shared
   auto opened = requests_.open(deadline, pending_request{link, std::move(on_reply), options.target, options.into});
   SLUICE_ASSERT(opened.ok());
   auto id = *opened;
+  SLUICE_ASSERT(id != 0);
   wire::envelope env;
   env.request_id = id;
   env.source = me_.id;
   env.target = options.target;
   env.deadline_us = remaining_us(now_, deadline);
+  SLUICE_ASSERT(env.deadline_us != 0);
+  SLUICE_ASSERT(env.deadline_us <= max_request_timeout_us);
   if (stamp_) env.after = stamp_();
   env.body = std::move(body);
   arm_sweep(deadline);
+  SLUICE_ASSERT(sweep_at_.has_value());
+  SLUICE_ASSERT(*sweep_at_ <= deadline);
   // Posted before the request leaves, so the reply can never come first.
   if (options.into) net_.expect_payload(link, id, *options.into);
   // Fault site: the request is lost on the way; the deadline catches it.
@@ -210,6 +230,8 @@ request_context endpoint::context_of(transport::link_id link, const wire::messag
                     ? std::chrono::duration_cast<std::chrono::microseconds>(max_request_timeout)
                     : std::chrono::microseconds{msg.env.deadline_us};
   if (budget > max_request_timeout) budget = max_request_timeout;
+  SLUICE_ASSERT(budget.count() > 0);
+  SLUICE_ASSERT(budget <= max_request_timeout);
   ctx.deadline = now() + std::chrono::duration_cast<clock_duration>(budget);
   return ctx;
 }
@@ -248,10 +270,15 @@ result<void> endpoint::send_frame(transport::link_id link, wire::outbound_frame 
     flush_queued_ = true;
     caf::anon_send(caf::actor_cast<caf::actor>(self_), flush_atom::value);
   }
+  SLUICE_ASSERT(flush_queued_);
   return {};
 }
 
 void endpoint::flush() {
+  // A flush_atom is a message of its own: it never runs inside a batch,
+  // whose replies go out together after it.
+  SLUICE_ASSERT(!in_batch_);
+  SLUICE_ASSERT(flush_queued_ || held_links_.empty());
   flush_queued_ = false;
   for (auto link : held_links_) net_.flush(link);
   held_links_.clear();
@@ -269,6 +296,7 @@ std::vector<std::uint64_t> endpoint::peers_in_role(role r, clock_time heard_sinc
 
 void endpoint::deliver_reply(wire::message msg) {
   auto id = msg.env.reply_to;
+  SLUICE_ASSERT(id != 0);
   auto* found = requests_.find(id);
   if (found == nullptr) {
     log_->debug("reply to request {} came after it finished; dropped", id);
@@ -302,12 +330,16 @@ result<void> endpoint::place_payload(wire::message& msg, const transport::receiv
     std::memcpy(into.bytes.data(), msg.payload.data(), into.bytes.size());
   }
   msg.payload = into.frozen();
+  SLUICE_ASSERT(msg.payload.size() == into.bytes.size());
   return {};
 }
 
 void endpoint::finish(std::uint64_t id, result<wire::message> outcome, bool path_failed) {
   auto p = requests_.close(id);
   if (!p) return;
+  // Closed before its handler runs: whatever the handler does, nothing
+  // can finish this request a second time.
+  SLUICE_ASSERT(requests_.find(id) == nullptr);
   // The transport no longer needs to keep the slot for a reply that may
   // still come: whoever waited has stopped waiting.
   if (p->into) net_.forget_payload(p->link, id);

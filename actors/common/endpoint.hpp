@@ -6,6 +6,23 @@
 // Single-threaded: it lives in an actor's state and is used only from that
 // actor's handlers. Time comes from the actor clock; timeouts are driven
 // by one sweep message scheduled for the earliest deadline.
+//
+// Invariants (asserted):
+//   1. a request that waits for its reply has an id other than 0 and goes
+//      out with a deadline other than 0 (0 on the wire means "none"), at
+//      most max_request_timeout away; a request's handler runs once, after
+//      the request left the table;
+//   2. while requests wait, a sweep is armed no later than the earliest
+//      of their deadlines;
+//   3. frames are held only while a flush_atom is queued: held_links_ is
+//      empty unless flush_queued_; a flush never runs inside an inbound
+//      batch, and batches never nest;
+//   4. a link's repeat windows go with the link: after link_down none is
+//      left for it;
+//   5. requests and notifications reach the role, replies never do; a
+//      request's context gives the handler more than 0 and at most
+//      max_request_timeout to answer;
+//   6. a reply received into a slot carries exactly the slot's bytes.
 #pragma once
 
 #include <caf/actor_clock.hpp>
@@ -26,6 +43,7 @@
 #include "actors/client/request_table.hpp"
 #include "actors/common/atoms.hpp"
 #include "actors/common/replay_window.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/buggify.hpp"
 #include "runtime/log.hpp"
 #include "runtime/wire/messages.hpp"
@@ -143,6 +161,7 @@ class endpoint {
   /// empty: the replies to a batch go out together.
   template <class Serve>
   void inbound_batch(std::vector<inbound_item>& batch, Serve&& serve) {
+    SLUICE_ASSERT(!in_batch_);
     in_batch_ = true;
     for (auto& item : batch) {
       if (auto request = inbound(item.link, std::move(item.msg))) serve(item.link, std::move(*request));

@@ -40,6 +40,12 @@ class eviction_policy {
 };
 
 /// Least recently used (admitted or touched) first.
+///
+/// Invariants (asserted):
+///   1. order_ and where_ name the same keys: one candidate per key, and
+///      where_ points at the key's own candidate;
+///   2. a key's version only grows: admit() of an older version than the
+///      one known changes nothing.
 class lru_policy final : public eviction_policy {
  public:
   void admit(const std::string& key, std::uint64_t version, std::uint64_t size) override;

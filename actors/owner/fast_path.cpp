@@ -59,11 +59,13 @@ std::uint64_t fast_index::begin_change(const std::string& key) {
   std::lock_guard guard{mutex_};
   entries_.erase(key);
   auto token = next_change_++;
+  SLUICE_ASSERT(token != 0);
   changing_[key] = token;
   return token;
 }
 
 bool fast_index::end_change(const std::string& key, std::uint64_t token, std::optional<entry> outcome) {
+  SLUICE_ASSERT(token != 0);
   std::lock_guard guard{mutex_};
   auto it = changing_.find(key);
   if (it == changing_.end() || it->second != token) return false;
@@ -87,6 +89,7 @@ void fast_index::grant(const std::vector<key_slot>& slots, std::uint64_t generat
     block_next_ = block_first;
     block_end_ = block_first + block_count;
   }
+  SLUICE_ASSERT(block_next_ <= block_end_);
 }
 
 void fast_index::give_up(key_slot slot, std::uint64_t generation) {
@@ -116,6 +119,7 @@ std::size_t fast_index::homed_count() const {
 
 std::uint64_t fast_index::versions_left() const {
   std::lock_guard guard{mutex_};
+  SLUICE_ASSERT(block_next_ <= block_end_);
   return block_end_ - block_next_;
 }
 
@@ -131,8 +135,10 @@ std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& ke
   auto held = store.latest(key);
   if (held >= block_next_) return std::nullopt;
   auto version = block_next_;
+  SLUICE_ASSERT(version != 0);
   if (!store.put(key, version, value)) return std::nullopt;
   ++block_next_;
+  SLUICE_ASSERT(block_next_ <= block_end_);
   // Just put, and nothing drops a version before the master has heard
   // of it (evictions are granted by the master): it is there. Returning
   // nothing now would hand the request to the actor after the store
@@ -144,6 +150,8 @@ std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& ke
   if (held != 0) store.drop(key, held);
   entries_[key] = entry{version, *bytes, time_point::max(), false};
   reports_.push_back(report{next_seq_++, wire::owner_commit{key, version, value.size()}});
+  SLUICE_ASSERT(reports_.front().seq + reports_.size() == next_seq_);
+  SLUICE_ASSERT(unsent_from_ < reports_.size());
   bool notify = !notified_ && reports_.size() - unsent_from_ >= reports_batch;
   if (notify) notified_ = true;
   return put_outcome{version, notify};
@@ -162,6 +170,8 @@ std::vector<fast_index::report> fast_index::take_unsent(std::size_t max) {
   std::vector<report> out;
   while (unsent_from_ < reports_.size() && out.size() < max) out.push_back(reports_[unsent_from_++]);
   if (!out.empty()) sent_through_ = std::max(sent_through_, out.back().seq);
+  SLUICE_ASSERT(unsent_from_ <= reports_.size());
+  SLUICE_ASSERT(sent_through_ < next_seq_);
   return out;
 }
 
@@ -171,6 +181,8 @@ void fast_index::acknowledged(std::uint64_t seq) {
     reports_.pop_front();
     if (unsent_from_ > 0) --unsent_from_;
   }
+  SLUICE_ASSERT(unsent_from_ <= reports_.size());
+  SLUICE_ASSERT(reports_.empty() || reports_.front().seq + reports_.size() == next_seq_);
 }
 
 void fast_index::resend() {
@@ -222,6 +234,9 @@ namespace {
 
 wire::outbound_frame reply_frame(const wire::envelope& request, node_id self, wire::body body,
                                  shared_bytes payload = {}) {
+  // Only requests are answered: 0 is no request, and a reply to it would
+  // read as a request itself.
+  SLUICE_ASSERT(request.request_id != 0);
   wire::envelope reply;
   reply.reply_to = request.request_id;
   reply.source = self;

@@ -54,6 +54,17 @@ namespace sluice {
 
 /// What the owner publishes for its fast path. Thread-safe: the owner
 /// actor writes it, the shm poller reads it (and commits puts into it).
+///
+/// Invariants (asserted):
+///   1. the reports not acknowledged are numbered one after the other:
+///      reports_ holds first_unacknowledged() .. next_seq_ - 1, in order;
+///   2. unsent_from_ never passes the end of reports_, and sent_through_
+///      only grows and stays below next_seq_ (no report is sent before it
+///      exists);
+///   3. block_next_ never passes block_end_; a version the fast path
+///      commits comes from the block, is never 0 and is above every
+///      version of its key held here;
+///   4. change tokens are never 0 (each begin_change takes a new one).
 class fast_index {
  public:
   using time_point = std::chrono::steady_clock::time_point;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/assert.hpp"
 #include "runtime/units.hpp"
 
 namespace sluice {
@@ -17,7 +18,8 @@ long references_in(const versions_by_key& values, const std::string& key, std::u
 
 std::uint64_t latest_in(const versions_by_key& values, const std::string& key) {
   auto it = values.find(key);
-  if (it == values.end() || it->second.empty()) return 0;
+  if (it == values.end()) return 0;
+  SLUICE_ASSERT(!it->second.empty());
   return it->second.rbegin()->first;
 }
 
@@ -43,6 +45,8 @@ result<void> memory_store::put(const std::string& key, std::uint64_t version, sh
   if (!inserted) return fail(errc::conflict, "version " + std::to_string(version) + " is already stored");
   used_ += size;
   count_ += 1;
+  SLUICE_ASSERT(used_ <= capacity_);
+  SLUICE_ASSERT(count_ >= versions.size());
   return {};
 }
 
@@ -70,6 +74,8 @@ bool memory_store::drop(const std::string& key, std::uint64_t version) {
   if (it == values_.end()) return false;
   auto v = it->second.find(version);
   if (v == it->second.end()) return false;
+  SLUICE_ASSERT(used_ >= v->second.size());
+  SLUICE_ASSERT(count_ > 0);
   used_ -= v->second.size();
   count_ -= 1;
   it->second.erase(v);
@@ -89,7 +95,15 @@ long memory_store::references(const std::string& key, std::uint64_t version) con
 
 std::vector<std::pair<std::string, std::uint64_t>> memory_store::inventory() const {
   std::lock_guard guard{mutex_};
-  return inventory_of(values_);
+  auto out = inventory_of(values_);
+  // A walk over everything anyway (a registration's): check the counts.
+  SLUICE_ASSERT(out.size() == count_);
+  std::uint64_t bytes = 0;
+  for (auto& [key, versions] : values_) {
+    for (auto& [version, value] : versions) bytes += value.size();
+  }
+  SLUICE_ASSERT(bytes == used_);
+  return out;
 }
 
 std::uint64_t memory_store::used_bytes() const {

@@ -78,6 +78,13 @@ std::uint64_t latest_in(const versions_by_key& values, const std::string& key);
 
 /// Values in process memory, within a byte budget. The stored bytes are
 /// the ones that arrived (shared, not copied).
+///
+/// Invariants (asserted):
+///   1. used_ is the sum of the sizes of the versions stored, never above
+///      capacity_ and never below 0 (a drop takes off what its put added);
+///   2. count_ is the number of versions stored, never below 0;
+///   3. no key maps to an empty set of versions: a key goes with its last
+///      version.
 class memory_store final : public object_store {
  public:
   explicit memory_store(std::uint64_t capacity_bytes) : capacity_(capacity_bytes) {}

@@ -2,11 +2,24 @@
 // the fast path committed, asking for the key slots that let it, and
 // answering the master's barriers and invalidations with how far the
 // reports go (see fast_path.hpp and actors/master/homes.hpp).
+//
+// Invariants (asserted):
+//   1. one claim at a time: claim_asked and claim_voided are empty unless
+//      claim_in_flight, claim_voided lies within claim_asked, and an
+//      answer comes only for the claim in flight;
+//   2. a claim asks for at most claim_slots_max slots, each once;
+//   3. puts wait only for a claim in flight, at most claim_waiters_max
+//      of them;
+//   4. a message of reports carries at most commits_per_message of them,
+//      numbered one after the other (the master refuses a gap);
+//   5. announced_through only grows, and never passes what the fast
+//      index has sent: the policy hears only of reports that exist.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 namespace {
@@ -45,6 +58,9 @@ void on_commits_reply(self_ptr self, transport::link_id link, std::uint64_t last
 
 void claim_answered(self_ptr self, const std::vector<key_slot>& asked, result<wire::message>& reply) {
   auto& st = self->state;
+  SLUICE_ASSERT(st.claim_in_flight);
+  SLUICE_ASSERT(st.claim_asked.size() == asked.size());
+  SLUICE_ASSERT(st.claim_voided.size() <= st.claim_asked.size());
   st.claim_in_flight = false;
   st.claim_asked.clear();
   auto voided = std::exchange(st.claim_voided, {});
@@ -71,14 +87,18 @@ void send_claim(self_ptr self) {
   if (st.claim_in_flight || !st.registered) return;
   bool low = st.index->homed_count() > 0 && st.index->versions_left() < versions_low;
   if (st.claim_wanted.empty() && !low) return;
+  SLUICE_ASSERT(st.claim_asked.empty());
+  SLUICE_ASSERT(st.claim_voided.empty());
   wire::claim c;
   while (!st.claim_wanted.empty() && c.slots.size() < claim_slots_max) {
     c.slots.push_back(*st.claim_wanted.begin());
     st.claim_wanted.erase(st.claim_wanted.begin());
   }
   c.versions = low;
+  SLUICE_ASSERT(c.slots.size() <= claim_slots_max);
   st.claim_in_flight = true;
   st.claim_asked.insert(c.slots.begin(), c.slots.end());
+  SLUICE_ASSERT(st.claim_asked.size() == c.slots.size());
   auto asked = c.slots;
   ask_master(self, std::move(c), st.ep->now() + control_timeout,
              [self, asked](result<wire::message> reply) { claim_answered(self, asked, reply); });
@@ -98,6 +118,9 @@ void send_commits(self_ptr self) {
     batches.push_back(std::move(batch));
   }
   for (auto& batch : batches) {
+    SLUICE_ASSERT(!batch.empty());
+    SLUICE_ASSERT(batch.size() <= commits_per_message);
+    SLUICE_ASSERT(batch.back().seq - batch.front().seq + 1 == batch.size());
     wire::owner_commits msg;
     msg.first_seq = batch.front().seq;
     for (auto& r : batch) {
@@ -108,6 +131,7 @@ void send_commits(self_ptr self) {
     }
     auto last = batch.back().seq;
     st.announced_through = std::max(st.announced_through, last);
+    SLUICE_ASSERT(st.announced_through <= st.index->sent_through());
     st.ep->request(link, std::move(msg), {}, st.ep->now() + commits_timeout,
                    [self, link, last](result<wire::message> reply) { on_commits_reply(self, link, last, reply); });
   }
@@ -151,7 +175,11 @@ bool claiming(self_ptr self, const std::string& key) {
 }
 
 void after_claim(self_ptr self, std::function<void()> then) {
-  self->state.claim_waiters.push_back(std::move(then));
+  auto& st = self->state;
+  // Callers ask claiming() first.
+  SLUICE_ASSERT(st.claim_in_flight);
+  SLUICE_ASSERT(st.claim_waiters.size() < claim_waiters_max);
+  st.claim_waiters.push_back(std::move(then));
 }
 
 void leave_slot(self_ptr self, const std::string& key) {
@@ -160,6 +188,7 @@ void leave_slot(self_ptr self, const std::string& key) {
   if (st.index->homed(slot)) st.index->give_up(slot, 0);
   if (st.claim_asked.contains(slot)) st.claim_voided.insert(slot);
   st.claim_wanted.erase(slot);
+  SLUICE_ASSERT(st.claim_voided.size() <= st.claim_asked.size());
 }
 
 void answer_flushed(self_ptr self, const request_context& ctx) {

@@ -11,11 +11,24 @@
 // is passed over while a reader holds its bytes (evicting would free
 // nothing) and given a second chance when the fast index served it since
 // it was last looked at.
+//
+// Invariants (asserted):
+//   1. runs happen only on an owner with a policy, one at a time: a round
+//      runs only while `evicting`, and a run ends once;
+//   2. whoever waits for a run waits for one going on: evict_waiters is
+//      empty unless `evicting`;
+//   3. a run's target is at most the store's capacity;
+//   4. each eviction a round asks the master for is answered once: the
+//      round's count of answers to come never goes below 0, and the next
+//      round starts when it reaches 0;
+//   5. a round that may look at candidates gets some from the policy, so
+//      the bound on candidates looked at ends every run.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 namespace {
@@ -31,6 +44,7 @@ std::uint64_t mark(const owner_state& st, std::uint32_t percent) {
 
 void finish_run(self_ptr self) {
   auto& st = self->state;
+  SLUICE_ASSERT(st.evicting);
   st.evicting = false;
   auto waiters = std::exchange(st.evict_waiters, {});
   for (auto& then : waiters) then();
@@ -40,6 +54,8 @@ void evict_round(self_ptr self);
 
 void start_run(self_ptr self, std::uint64_t target) {
   auto& st = self->state;
+  SLUICE_ASSERT(st.policy != nullptr);
+  SLUICE_ASSERT(target <= st.store->capacity_bytes());
   if (st.evicting) {
     st.evict_target = std::min(st.evict_target, target);
     return;
@@ -73,6 +89,8 @@ bool may_go(self_ptr self, const eviction_candidate& c) {
 
 void evict_round(self_ptr self) {
   auto& st = self->state;
+  SLUICE_ASSERT(st.evicting);
+  SLUICE_ASSERT(st.policy != nullptr);
   std::vector<eviction_candidate> chosen;
   // Rounds where everything looked at was in use go on with what comes
   // next, until the bound on candidates looked at ends the run.
@@ -84,7 +102,9 @@ void evict_round(self_ptr self) {
     }
     auto need = used_now - st.evict_target;
     std::uint64_t freed = 0;
-    for (auto& c : st.policy->candidates(evict_batch)) {
+    auto batch = st.policy->candidates(evict_batch);
+    SLUICE_ASSERT(!batch.empty());
+    for (auto& c : batch) {
       ++st.evict_examined;
       if (!may_go(self, c)) continue;
       chosen.push_back(c);
@@ -108,6 +128,7 @@ void evict_round(self_ptr self) {
                  } else if (st.policy) {
                    st.policy->touch(c.key);  // pinned, or moved on: keep it for now
                  }
+                 SLUICE_ASSERT(*outstanding > 0);
                  if (--*outstanding == 0) evict_round(self);
                });
   }
@@ -140,6 +161,7 @@ void make_room(self_ptr self, std::uint64_t size, std::function<void()> then) {
   auto target = size >= capacity ? 0 : std::min(low, capacity - size);
   st.evict_waiters.push_back(std::move(then));
   start_run(self, target);
+  SLUICE_ASSERT(st.evicting || st.evict_waiters.empty());
 }
 
 }  // namespace sluice::owner_detail

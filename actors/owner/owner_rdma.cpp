@@ -92,7 +92,10 @@ void rdma_worked(self_ptr self, node_id peer, std::uint64_t bytes) {
 void ensure_pair(self_ptr self, const wire::replica& from, clock_time until, std::function<void(result<void>)> then) {
   auto& rs = self->state.rdma;
   auto& p = rs.out[from.owner];
-  if (p.ready) return then({});
+  if (p.ready) {
+    SLUICE_ASSERT(p.waiters.empty());
+    return then({});
+  }
   p.waiters.push_back(std::move(then));
   if (p.waiters.size() > 1) return;  // being set up
   auto fail_all = [self, peer = from.owner](const error& why) {
@@ -106,12 +109,16 @@ void ensure_pair(self_ptr self, const wire::replica& from, clock_time until, std
   auto opened = rs.path->open_pair();
   if (!opened) return fail_all(opened.error());
   p.pair = opened->first;
+  SLUICE_ASSERT(p.pair != 0);
   wire::rdma_connect c{rs.path->provider(), opened->second};
   peer_request(self, from, std::move(c), {}, until, std::nullopt,
                [self, peer = from.owner, pair = p.pair, fail_all](result<wire::message> reply) {
                  auto& rs = self->state.rdma;
                  auto it = rs.out.find(peer);
                  if (it == rs.out.end() || it->second.pair != pair) return rs.path->close_pair(pair);
+                 // The pair is being set up, once: its waiters are still there.
+                 SLUICE_ASSERT(!it->second.ready);
+                 SLUICE_ASSERT(!it->second.waiters.empty());
                  auto r = reply_body<wire::rdma_connect_reply>(reply);
                  result<void> ok = r ? result<void>{} : result<void>{r.error()};
                  if (ok && r->provider != rs.path->provider()) {
@@ -154,9 +161,12 @@ bool holder_declined(errc code) {
 
 void finish(self_ptr self, const job_ptr& j, result<void> outcome) {
   if (j->over) return;
+  SLUICE_ASSERT(j->done != nullptr);
+  SLUICE_ASSERT(!outcome || j->arrived == j->size);
   j->over = true;
   auto& st = self->state;
-  st.rdma.jobs.erase(j->id);
+  auto erased = st.rdma.jobs.erase(j->id);
+  SLUICE_ASSERT(erased == 1);
   // The holder may free the bytes now (or when the lease runs out, should
   // this notice not arrive).
   if (auto link = owner_link(self, j->from)) st.ep->notify(*link, wire::rdma_release{j->lease});
@@ -173,7 +183,9 @@ void pump(self_ptr self, const job_ptr& j) {
   auto& st = self->state;
   while (!j->failed && j->in_flight < st.cfg.transfer_window && j->next < j->size) {
     auto length = std::min(st.cfg.transfer_chunk_bytes, j->size - j->next);
+    SLUICE_ASSERT(length > 0);
     auto work = st.rdma.next_work++;
+    SLUICE_ASSERT(work != 0);
     wire::pool_region piece{j->local.segment, j->local.offset + j->next, length};
     auto posted = st.rdma.path->post_read(j->pair, piece, j->remote_address + j->next, j->rkey, work);
     if (!posted) {
@@ -185,6 +197,8 @@ void pump(self_ptr self, const job_ptr& j) {
     SLUICE_ASSERT(fresh);
     j->in_flight += 1;
     j->next += length;
+    SLUICE_ASSERT(j->next <= j->size);
+    SLUICE_ASSERT(j->in_flight <= st.cfg.transfer_window);
   }
   if (j->failed && j->in_flight == 0) finish(self, j, j->why);
 }
@@ -203,18 +217,28 @@ void start_reads(self_ptr self, const wire::replica& from, const wire::rdma_leas
   auto& st = self->state;
   auto j = std::make_shared<rdma_job>();
   j->id = st.rdma.next_job++;
+  SLUICE_ASSERT(j->id != 0);
   j->from = from;
-  j->pair = st.rdma.out[from.owner].pair;
+  // The caller found the pair ready just now.
+  auto pair = st.rdma.out.find(from.owner);
+  SLUICE_ASSERT(pair != st.rdma.out.end());
+  SLUICE_ASSERT(pair->second.ready);
+  j->pair = pair->second.pair;
   j->lease = lease.lease;
   j->remote_address = lease.address;
   j->rkey = lease.rkey;
-  j->local = *st.store->locate(into);
+  auto local = st.store->locate(into);
+  // rdma_wanted() found `into` in the pool: the reads land there.
+  SLUICE_ASSERT(local.has_value());
+  SLUICE_ASSERT(!into.empty());
+  j->local = *local;
   j->size = into.size();
   j->into = std::move(into);
   j->done = std::move(done);
   j->deadline = deadline;
   SLUICE_ASSERT(st.rdma.jobs.size() < rdma_jobs_max);
-  st.rdma.jobs.emplace(j->id, j);
+  auto [at, fresh] = st.rdma.jobs.emplace(j->id, j);
+  SLUICE_ASSERT(fresh);
   arm_overdue(self, j);
   pump(self, j);
 }
@@ -279,6 +303,7 @@ void rdma_completed(self_ptr self, std::uint64_t work, bool ok, const std::strin
   if (it == rs.reads.end()) return;
   auto [j, length] = it->second;
   rs.reads.erase(it);
+  SLUICE_ASSERT(j->in_flight > 0);
   j->in_flight -= 1;
   if (j->over) return;
   if (!ok && !j->failed) {
@@ -286,6 +311,7 @@ void rdma_completed(self_ptr self, std::uint64_t work, bool ok, const std::strin
     j->why = error{errc::unavailable, "an rdma read from " + peer_name(self, j->from.owner) + " failed: " + why};
   }
   if (ok) j->arrived += length;
+  SLUICE_ASSERT(j->arrived <= j->next);
   if (j->failed) {
     if (j->in_flight == 0) finish(self, j, j->why);
     return;
@@ -328,6 +354,7 @@ void serve_rdma_connect(self_ptr self, const request_context& ctx, const wire::r
   // A reader that sets up a new pair is done with its old one.
   if (auto old = rs.in.find(ctx.source); old != rs.in.end()) rs.path->close_pair(old->second);
   rs.in[ctx.source] = opened->first;
+  SLUICE_ASSERT(rs.in.size() <= rdma_in_pairs_max);
   st.ep->reply(ctx, wire::rdma_connect_reply{rs.path->provider(), opened->second, rs.path->segments()});
 }
 
@@ -361,7 +388,10 @@ void serve_rdma_lease(self_ptr self, const request_context& ctx, const wire::fet
   auto until = std::min(ctx.deadline, now + std::chrono::duration_cast<clock_duration>(lease_max)) +
                std::chrono::duration_cast<clock_duration>(lease_grace);
   auto id = rs.next_lease++;
-  rs.leases.emplace(id, rdma_held{*bytes, ctx.source, until});
+  SLUICE_ASSERT(id != 0);
+  auto [held, fresh] = rs.leases.emplace(id, rdma_held{*bytes, ctx.source, until});
+  SLUICE_ASSERT(fresh);
+  SLUICE_ASSERT(rs.leases.size() <= rdma_leases_max);
   used(self, f.key);
   auto offset = where->offset + f.offset;
   wire::rdma_lease l{id, f.version, wire::pool_region{where->segment, offset, f.length}, seg->address + offset, seg->rkey,

@@ -1,6 +1,19 @@
 // The owner's RDMA state: queue pairs to the owners it reads from, the
 // pairs others read it through, the regions it holds for their reads, and
 // the reads it has posted. Internal to actors/owner (owner_rdma.cpp).
+//
+// Invariants (asserted in owner_rdma.cpp):
+//   1. each map stays within its bound below;
+//   2. a pair of `out` is either being set up (not ready, with someone
+//      waiting for it) or ready (nobody waiting); it is set up once, and
+//      its id is never 0;
+//   3. lease, job and work ids are never 0 and never reused;
+//   4. a job's reads add up: arrived <= next <= size, at most
+//      transfer_window of them in flight, never fewer than 0; each
+//      posted read is in `reads` until its completion arrives;
+//   5. a job ends once (`over` goes from false to true, never back),
+//      with every byte arrived when it ends well; it leaves `jobs` then,
+//      and `done` runs then and only then.
 #pragma once
 
 #include <functional>

@@ -6,11 +6,19 @@
 // loop. When it cannot pass a request on, it answers the sender with
 // `unavailable` itself; the sender sees that the answer is not the
 // addressee's and tries another path.
+//
+// Invariants (asserted):
+//   1. a relay handles only frames for another node: never for 0 (none)
+//      and never for itself (the endpoint hands it only those);
+//   2. a frame passed on has taken at most relay_hops_max hops before,
+//      so it leaves with at most one more;
+//   3. at most parked_frames_max frames wait for the member list.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 namespace {
@@ -53,12 +61,14 @@ std::optional<result<transport::link_id>> direct_link(self_ptr self, node_id tar
 void pass_on(self_ptr self, transport::link_id from, wire::message msg, bool may_ask) {
   auto& st = self->state;
   auto target = msg.env.target;
+  SLUICE_ASSERT(msg.env.hops <= relay_hops_max);
   if (st.links.health(target.value, transport::path_kind::tcp) == transport::path_health::down) {
     return refuse(self, from, msg, "this owner's own link to it is down");
   }
   auto link = direct_link(self, target);
   if (!link && may_ask && st.parked.size() < parked_frames_max) {
     st.parked.push_back(parked_frame{from, std::move(msg)});
+    SLUICE_ASSERT(st.parked.size() <= parked_frames_max);
     return refresh_owners(self, [self] { release_parked(self); });
   }
   if (!link) return refuse(self, from, msg, "the master does not list it as an up owner");
@@ -66,6 +76,7 @@ void pass_on(self_ptr self, transport::link_id from, wire::message msg, bool may
   if (**link == from) return refuse(self, from, msg, "it would go back where it came from");
   auto env = msg.env;
   env.hops += 1;
+  SLUICE_ASSERT(env.hops <= relay_hops_max + 1);
   st.ep->forward(**link, env, std::move(msg.payload));
 }
 
@@ -73,6 +84,8 @@ void pass_on(self_ptr self, transport::link_id from, wire::message msg, bool may
 
 void relay_frame(self_ptr self, transport::link_id from, wire::message msg) {
   auto& st = self->state;
+  SLUICE_ASSERT(msg.env.target.value != 0);
+  SLUICE_ASSERT(msg.env.target != st.ep->me().id);
   const auto* sender = st.ep->peer(from);
   // Only owners relay, and only for owners: clients talk to their own owner.
   if (sender == nullptr || sender->peer_role != role::owner) {

@@ -3,11 +3,18 @@
 // each copy is stored like any value and then registered with the master
 // as one more holder, which makes it readable (and failure-proof) only
 // while that version is still the key's current one.
+//
+// Invariants (asserted):
+//   1. copy_to_replicas is asked for at least one copy, and its `done`
+//      runs once, after every copy answered: the count of answers to come
+//      never goes below 0, and the copies made never outnumber the owners
+//      asked.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 
@@ -15,10 +22,14 @@ void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t versi
                       std::uint64_t ttl_ms, const std::vector<wire::replica>& owners, clock_time deadline,
                       std::function<void(std::size_t)> done) {
   auto& st = self->state;
+  // With none to make, `done` would never run.
+  SLUICE_ASSERT(!owners.empty());
   auto left = std::make_shared<std::size_t>(owners.size());
   auto made = std::make_shared<std::size_t>(0);
-  auto one = [left, made, done](bool ok) {
+  auto one = [left, made, done, asked = owners.size()](bool ok) {
+    SLUICE_ASSERT(*left > 0);
     if (ok) ++*made;
+    SLUICE_ASSERT(*made <= asked);
     if (--*left == 0) done(*made);
   };
   for (auto& r : owners) {

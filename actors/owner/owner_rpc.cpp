@@ -1,7 +1,17 @@
+// Invariants (asserted):
+//   1. one rpc_sync at a time: its answer comes only while it is in flight;
+//   2. one lookup per name at a time: a name in rpc_lookups has someone
+//      waiting, and the answer finds them there;
+//   3. the owner actor's own request ids never carry rpc_relay_bit, which
+//      tells the answers of relayed calls apart;
+//   4. rpc buffer ids given to clients are never 0 (0 on the wire means
+//      none), and a payload copied into the pool fits its room exactly;
+//   5. a call tries at most rpc_attempts_max instances.
 #include "actors/owner/owner_rpc.hpp"
 
 #include <cstring>
 
+#include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
 #include "runtime/rpc_limits.hpp"
 #include "runtime/units.hpp"
@@ -60,6 +70,7 @@ void to_pool(self_ptr self, transport::link_id link, shared_bytes payload,
     });
   }
   if (!room) return then(room.error());
+  SLUICE_ASSERT(room->size() == payload.size());
   // reserve()'s bytes are ours to fill before anyone else sees them.
   std::memcpy(const_cast<std::byte*>(room->data()), payload.data(), payload.size());
   then(std::move(*room));
@@ -86,6 +97,7 @@ void serve_buffer(self_ptr self, const request_context& ctx, std::uint64_t size,
   }
   auto id = st.routes->add_buffer(ctx.source, ctx.link, std::move(*bytes));
   if (!id) return st.ep->reply_error(ctx, id.error());
+  SLUICE_ASSERT(*id != 0);
   st.ep->reply(ctx, wire::rpc{wire::rpc_buffer_reply{*id, *where}});
 }
 
@@ -102,6 +114,7 @@ void push_sync(self_ptr self) {
   wire::rpc sync{wire::rpc_sync{st.routes->live_instances()}};
   ask_master(self, std::move(sync), st.ep->now() + control_timeout, [self](result<wire::message> reply) {
     auto& st = self->state;
+    SLUICE_ASSERT(st.rpc_sync_in_flight);
     st.rpc_sync_in_flight = false;
     if (!reply) {
       st.ep->log()->debug("the master did not take this owner's rpc instances: {}", reply.error().to_string());
@@ -128,8 +141,11 @@ void lookup_then(self_ptr self, const std::string& name, std::function<void(bool
                  auto until = st.ep->now() + std::chrono::duration_cast<clock_duration>(rpc_lookup_ttl);
                  st.routes->learn(name, found->instances, st.ep->me().id, until);
                }
-               auto waiters = std::move(st.rpc_lookups[name]);
-               st.rpc_lookups.erase(name);
+               auto waiting = st.rpc_lookups.find(name);
+               SLUICE_ASSERT(waiting != st.rpc_lookups.end());
+               SLUICE_ASSERT(!waiting->second.empty());
+               auto waiters = std::move(waiting->second);
+               st.rpc_lookups.erase(waiting);
                for (auto& w : waiters) w(found != nullptr);
              });
 }
@@ -183,7 +199,9 @@ void forward(self_ptr self, const call_job& job, transport::link_id link, node_i
                              }
                              answer_call(self, job.ctx, std::move(*reply), client, job.call.method);
                            });
-  if (id != 0) st.rpc_forwarded[key] = forwarded_rpc{link, id};
+  if (id == 0) return;  // answered already
+  SLUICE_ASSERT((id & rpc_relay_bit) == 0);
+  st.rpc_forwarded[key] = forwarded_rpc{link, id};
 }
 
 void send_local(self_ptr self, call_job job, const rpc_route& route) {
@@ -232,6 +250,8 @@ void no_instance(self_ptr self, const call_job& job) {
 
 void route_call(self_ptr self, call_job job) {
   auto& st = self->state;
+  SLUICE_ASSERT(job.attempt >= 0);
+  SLUICE_ASSERT(job.attempt < rpc_attempts_max);
   auto m = job.from_owner ? rpc_routes::mode::local_only
            : job.stale_ok || job.looked_up ? rpc_routes::mode::stale_ok
                                            : rpc_routes::mode::any;

@@ -6,6 +6,20 @@
 // copied once per hop, by the kernel, and never staged. Where the rdma
 // path to the holder is up, the reader reads the holder's pool with
 // one-sided reads instead (owner_rdma.cpp) and falls back to the pieces.
+//
+// Invariants of a transfer (asserted):
+//   1. its room is exactly the value's size, and every piece asked for
+//      lies inside it and is not empty;
+//   2. received <= next <= size: bytes arrive only for pieces asked for,
+//      and the pieces asked for never pass the end; at most
+//      transfer_window pieces are in flight, never fewer than 0;
+//   3. it ends once (`over` goes from false to true, never back), with
+//      every byte received when it ends well; `done` runs then and only
+//      then;
+//   4. pieces start only after the rdma attempt is out of the way: a
+//      fallback finds none asked for yet.
+//
+// A get looks its key up at most max_get_attempts times.
 
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -16,6 +30,7 @@
 #include <tuple>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 
 namespace sluice::owner_detail {
 namespace {
@@ -39,6 +54,8 @@ using transfer_ptr = std::shared_ptr<transfer>;
 
 void end(const transfer_ptr& t, result<fetched_value> outcome) {
   if (t->over) return;
+  SLUICE_ASSERT(t->done != nullptr);
+  SLUICE_ASSERT(!outcome || outcome->bytes.size() == t->size);
   t->over = true;
   // Pieces still in flight land in `into`, which their slots keep alive;
   // their replies find the transfer over and are ignored.
@@ -49,15 +66,24 @@ void end(const transfer_ptr& t, result<fetched_value> outcome) {
 void pump(self_ptr self, const transfer_ptr& t);
 
 void request_piece(self_ptr self, const transfer_ptr& t, std::uint64_t offset, std::uint64_t length) {
+  SLUICE_ASSERT(length > 0);
+  SLUICE_ASSERT(offset + length <= t->into.size());
   transport::receive_slot into{t->into.owner(), fill_in_place(t->into).subspan(offset, length)};
   peer_request(self, t->from, wire::fetch_range{t->key, t->version, offset, length}, {}, t->deadline, into,
                [self, t, length](result<wire::message> reply) {
                  if (t->over) return;
                  auto got = reply_body<wire::fetch_reply>(reply);
                  if (!got) return end(t, got.error());
+                 SLUICE_ASSERT(t->in_flight > 0);
                  t->in_flight -= 1;
                  t->received += length;
-                 if (t->received == t->size) return end(t, fetched_value{t->into, t->reserved});
+                 SLUICE_ASSERT(t->received <= t->next);
+                 if (t->received == t->size) {
+                   // Every piece asked for came: none is left in flight.
+                   SLUICE_ASSERT(t->next == t->size);
+                   SLUICE_ASSERT(t->in_flight == 0);
+                   return end(t, fetched_value{t->into, t->reserved});
+                 }
                  pump(self, t);
                });
 }
@@ -69,6 +95,8 @@ void pump(self_ptr self, const transfer_ptr& t) {
     auto length = std::min(cfg.transfer_chunk_bytes, t->size - offset);
     t->next += length;
     t->in_flight += 1;
+    SLUICE_ASSERT(t->next <= t->size);
+    SLUICE_ASSERT(t->in_flight <= cfg.transfer_window);
     request_piece(self, t, offset, length);
   }
 }
@@ -107,6 +135,7 @@ void fetch_value(self_ptr self, const wire::replica& from, const std::string& ke
   t->version = version;
   t->size = size;
   std::tie(t->into, t->reserved) = std::move(*room);
+  SLUICE_ASSERT(t->into.size() == size);
   t->deadline = deadline;
   t->done = std::move(done);
   if (!rdma_wanted(self, from, t->into)) return pump(self, t);
@@ -116,11 +145,14 @@ void fetch_value(self_ptr self, const wire::replica& from, const std::string& ke
     if (t->over) return;
     if (ok) return end(t, fetched_value{t->into, t->reserved});
     if (ok.code() == errc::not_found) return end(t, ok.error());
+    SLUICE_ASSERT(t->next == 0);
+    SLUICE_ASSERT(t->in_flight == 0);
     if (into_busy) {
       // Reads may still land in the old room: the pieces go to new room.
       auto room = room_for(self, t->size);
       if (!room) return end(t, room.error());
       std::tie(t->into, t->reserved) = std::move(*room);
+      SLUICE_ASSERT(t->into.size() == t->size);
     }
     pump(self, t);
   });
@@ -158,6 +190,8 @@ void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fe
 }
 
 void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
+  SLUICE_ASSERT(attempt >= 0);
+  SLUICE_ASSERT(attempt < max_get_attempts);
   ask_master(self, wire::locate{key}, ctx.deadline, [self, ctx, key, attempt](result<wire::message> reply) {
     auto& st = self->state;
     auto where = reply_body<wire::locate_reply>(reply);

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/assert.hpp"
+
 namespace sluice {
 
 struct pool_store::shared_pool {
@@ -36,6 +38,8 @@ result<transport::receive_slot> allocate_slot(const std::shared_ptr<pool_store::
     if (r) bytes = p->memory->resolve(*r).value();
   }
   if (!r) return r.error();
+  SLUICE_ASSERT(r->length == size);
+  SLUICE_ASSERT(bytes.size() == size);
   return transport::receive_slot{std::make_shared<region_hold>(p, *r), bytes};
 }
 
@@ -88,7 +92,8 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
   }
   if (locate(value)) {
     // Written in place into a reservation: keep it where it is.
-    versions.emplace(version, std::move(value));
+    auto [at, inserted] = versions.emplace(version, std::move(value));
+    SLUICE_ASSERT(inserted);
     count_ += 1;
     return {};
   }
@@ -97,8 +102,10 @@ result<void> pool_store::put(const std::string& key, std::uint64_t version, shar
     if (versions.empty()) values_.erase(key);
     return slot.error();
   }
+  SLUICE_ASSERT(slot->bytes.size() == value.size());
   if (!value.empty()) std::memcpy(slot->bytes.data(), value.data(), value.size());
-  versions.emplace(version, slot->frozen());
+  auto [at, inserted] = versions.emplace(version, slot->frozen());
+  SLUICE_ASSERT(inserted);
   count_ += 1;
   return {};
 }
@@ -122,6 +129,7 @@ bool pool_store::drop(const std::string& key, std::uint64_t version) {
   gone = std::move(v->second);
   it->second.erase(v);
   if (it->second.empty()) values_.erase(it);
+  SLUICE_ASSERT(count_ > 0);
   count_ -= 1;
   return true;
 }
@@ -138,7 +146,10 @@ long pool_store::references(const std::string& key, std::uint64_t version) const
 
 std::vector<std::pair<std::string, std::uint64_t>> pool_store::inventory() const {
   std::lock_guard guard{values_mutex_};
-  return inventory_of(values_);
+  auto out = inventory_of(values_);
+  // A walk over everything anyway (a registration's): check the count.
+  SLUICE_ASSERT(out.size() == count_);
+  return out;
 }
 
 std::uint64_t pool_store::object_count() const {

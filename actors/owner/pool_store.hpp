@@ -9,6 +9,14 @@
 // Thread safety: every call from any thread (the owner actor and the
 // fast path use it); the bytes it hands out may be released from any
 // thread too (the pool is locked then).
+//
+// Invariants (asserted):
+//   1. count_ is the number of versions stored, never below 0;
+//   2. no key maps to an empty set of versions: a key goes with its last
+//      version, and a put that fails leaves none behind;
+//   3. a region handed out is exactly as long as was asked for; it goes
+//      back to the pool once, with the last reference to its bytes (the
+//      pool asserts that it was live).
 #pragma once
 
 #include <map>

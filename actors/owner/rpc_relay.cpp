@@ -1,6 +1,7 @@
 #include "actors/owner/rpc_relay.hpp"
 
 #include "actors/common/endpoint.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/rpc_limits.hpp"
 #include "runtime/wire/codec.hpp"
 
@@ -11,6 +12,7 @@ using relayed = std::optional<transport::relayed_frame>;
 
 transport::relayed_frame error_to(transport::link_id link, node_id self, node_id caller, std::uint64_t request,
                                   const error& err) {
+  SLUICE_ASSERT(request != 0);
   wire::envelope env;
   env.reply_to = request;
   env.source = self;
@@ -38,6 +40,7 @@ relayed relay_call(rpc_routes& routes, node_id self, transport::link_id from, co
     routes.finished(route.client);
     return std::nullopt;
   }
+  SLUICE_ASSERT((*id & rpc_relay_bit) != 0);
   if (call.args_buffer == 0) {
     if (auto out = wire::relabel(frame, {*id, 0, route.client}, frame.payload)) {
       return transport::relayed_frame{route.link, std::move(*out)};
@@ -71,6 +74,7 @@ relayed relay_answer(rpc_routes& routes, node_id self, transport::link_id from, 
                      const wire::envelope_peek& head) {
   auto r = routes.take_relay(head.reply_to, from);
   if (!r) return transport::relayed_frame{};  // the caller gave up, or it expired: drop it
+  SLUICE_ASSERT(r->caller_request != 0);
   routes.finished(r->client);
   if (head.result_buffer == 0) {
     if (auto out = wire::relabel(frame, {0, r->caller_request, r->caller}, frame.payload)) {
@@ -104,6 +108,7 @@ relayed relay_answer(rpc_routes& routes, node_id self, transport::link_id from, 
 relayed relay_cancel(rpc_routes& routes, transport::link_id from, const wire::envelope_peek& head) {
   auto r = routes.take_relay_of_caller(from, *head.cancel);
   if (!r) return std::nullopt;  // not relayed here: the actor may know it
+  SLUICE_ASSERT((r->id & rpc_relay_bit) != 0);
   routes.finished(r->client);
   wire::envelope env;
   env.source = head.source;

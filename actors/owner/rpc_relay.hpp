@@ -7,6 +7,13 @@
 // actor as usual, which routes by the same table (rpc_routes).
 //
 // Plain code with no I/O and no clock of its own, like fast_path.hpp.
+//
+// Invariants (asserted):
+//   1. a call goes on to its handler under a relay id, which has
+//      rpc_relay_bit set: the handler's answer comes back through the
+//      relay, never into the owner actor's request table;
+//   2. whatever goes back to a caller answers its own request, whose id
+//      is never 0 (a frame with reply_to 0 would read as a request).
 #pragma once
 
 #include <chrono>

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
+
+#include "runtime/assert.hpp"
 
 namespace sluice {
 namespace {
@@ -29,6 +32,7 @@ result<void> rpc_routes::serve(const std::string& name, local_instance instance)
                                       " rpc instances already");
   }
   if (inserted) ++local_count_;
+  SLUICE_ASSERT(local_count_ <= rpc_local_instances_max);
   return {};
 }
 
@@ -36,6 +40,7 @@ bool rpc_routes::unserve(const std::string& name, node_id client) {
   std::lock_guard guard{mutex_};
   auto it = names_.find(name);
   if (it == names_.end() || it->second.local.erase(client) == 0) return false;
+  SLUICE_ASSERT(local_count_ > 0);
   --local_count_;
   return true;
 }
@@ -121,6 +126,7 @@ std::vector<rpc_routes::candidate> rpc_routes::candidates(const name_state& n, m
 }
 
 std::size_t rpc_routes::pick(const std::vector<candidate>& c, wire::rpc_routing routing, std::uint64_t start) const {
+  SLUICE_ASSERT(!c.empty());
   auto first = static_cast<std::size_t>(start % c.size());
   if (routing == wire::rpc_routing::round_robin) return first;
   // Least outstanding; among equals, the next in round-robin order, so
@@ -147,6 +153,7 @@ bool rpc_routes::all_share_pool(const name_state& n) const {
 }
 
 rpc_route rpc_routes::to_route(const candidate& c) {
+  SLUICE_ASSERT((c.local == nullptr) != (c.remote == nullptr));
   ++outstanding_[c.client];
   auto r = route_of(c.local != nullptr ? rpc_route::kind::local : rpc_route::kind::remote);
   r.client = c.client;
@@ -190,6 +197,7 @@ rpc_route rpc_routes::route(std::string_view name, node_id target, wire::rpc_rou
   auto c = candidates(n, m);
   if (c.empty()) return route_of(rpc_route::kind::none);
   auto at = pick(c, routing, n.next);
+  SLUICE_ASSERT(at < c.size());
   n.next = at + 1;
   return to_route(c[at]);
 }
@@ -198,6 +206,7 @@ void rpc_routes::finished(node_id client) {
   std::lock_guard guard{mutex_};
   auto it = outstanding_.find(client);
   if (it == outstanding_.end()) return;
+  SLUICE_ASSERT(it->second > 0);
   if (--it->second == 0) outstanding_.erase(it);
 }
 
@@ -211,10 +220,15 @@ bool rpc_routes::first_time(transport::link_id link, std::uint64_t id) {
 std::optional<std::uint64_t> rpc_routes::add_relay(rpc_relay r) {
   std::lock_guard guard{mutex_};
   if (relays_.size() >= rpc_relays_max) return std::nullopt;
+  SLUICE_ASSERT((next_relay_ & rpc_relay_bit) == 0);
   r.id = rpc_relay_bit | next_relay_++;
   auto id = r.id;
-  relay_of_caller_[{r.caller_link, r.caller_request}] = id;
-  relays_.emplace(id, std::move(r));
+  // A caller's request is relayed once (first_time() drops repeats).
+  auto [caller, fresh] = relay_of_caller_.try_emplace({r.caller_link, r.caller_request}, id);
+  SLUICE_ASSERT(fresh);
+  auto [relay, inserted] = relays_.emplace(id, std::move(r));
+  SLUICE_ASSERT(inserted);
+  SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
   return id;
 }
 
@@ -224,7 +238,9 @@ std::optional<rpc_relay> rpc_routes::take_relay(std::uint64_t id, transport::lin
   if (it == relays_.end() || it->second.handler_link != from) return std::nullopt;
   auto r = std::move(it->second);
   relays_.erase(it);
-  relay_of_caller_.erase({r.caller_link, r.caller_request});
+  auto erased = relay_of_caller_.erase({r.caller_link, r.caller_request});
+  SLUICE_ASSERT(erased == 1);
+  SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
   return r;
 }
 
@@ -234,9 +250,10 @@ std::optional<rpc_relay> rpc_routes::take_relay_of_caller(transport::link_id cal
   if (it == relay_of_caller_.end()) return std::nullopt;
   auto r = relays_.find(it->second);
   relay_of_caller_.erase(it);
-  if (r == relays_.end()) return std::nullopt;
+  SLUICE_ASSERT(r != relays_.end());
   auto out = std::move(r->second);
   relays_.erase(r);
+  SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
   return out;
 }
 
@@ -256,7 +273,9 @@ result<std::uint64_t> rpc_routes::add_buffer(node_id client, transport::link_id 
   }
   ++held;
   auto id = next_buffer_++;
-  buffers_.emplace(id, buffer{client, link, std::move(bytes)});
+  SLUICE_ASSERT(id != 0);
+  auto [at, inserted] = buffers_.emplace(id, buffer{client, link, std::move(bytes)});
+  SLUICE_ASSERT(inserted);
   return id;
 }
 
@@ -265,9 +284,10 @@ std::optional<shared_bytes> rpc_routes::take_buffer(std::uint64_t id, node_id cl
   auto it = buffers_.find(id);
   if (it == buffers_.end() || it->second.client != client) return std::nullopt;
   auto bytes = std::move(it->second.bytes);
-  if (auto held = buffers_per_link_.find(it->second.link); held != buffers_per_link_.end() && --held->second == 0) {
-    buffers_per_link_.erase(held);
-  }
+  auto held = buffers_per_link_.find(it->second.link);
+  SLUICE_ASSERT(held != buffers_per_link_.end());
+  SLUICE_ASSERT(held->second > 0);
+  if (--held->second == 0) buffers_per_link_.erase(held);
   buffers_.erase(it);
   return bytes;
 }
@@ -306,6 +326,7 @@ rpc_routes::link_gone rpc_routes::link_down(transport::link_id link) {
   std::erase_if(buffers_, [link](const auto& e) { return e.second.link == link; });
   buffers_per_link_.erase(link);
   seen_.erase(link);
+  check_counts();
   return out;
 }
 
@@ -323,7 +344,19 @@ std::vector<rpc_relay> rpc_routes::expired(time_point now) {
     out.push_back(std::move(r));
     it = relays_.erase(it);
   }
+  SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
   return out;
+}
+
+void rpc_routes::check_counts() const {
+  std::size_t instances = 0;
+  for (auto& [name, n] : names_) instances += n.local.size();
+  SLUICE_ASSERT(instances == local_count_);
+  SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
+  auto buffers = std::accumulate(buffers_per_link_.begin(), buffers_per_link_.end(), std::size_t{0},
+                                 [](std::size_t sum, const auto& e) { return sum + e.second; });
+  SLUICE_ASSERT(buffers == buffers_.size());
+  for (auto& [id, o] : outstanding_) SLUICE_ASSERT(o > 0);
 }
 
 }  // namespace sluice

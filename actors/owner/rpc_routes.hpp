@@ -16,6 +16,20 @@
 // I/O and no clock of its own: time is passed in (the actor clock in the
 // actor, the steady clock on the poller, which are one clock in a real
 // node; virtual time in the simulator).
+//
+// Invariants (asserted):
+//   1. local_count_ is the number of local instances of all names, at
+//      most rpc_local_instances_max;
+//   2. each relay in flight has one entry in relay_of_caller_, which names
+//      it, and nothing else is there (the two maps have one size); at
+//      most rpc_relays_max relays; relay ids carry rpc_relay_bit, and the
+//      counter behind them never reaches it;
+//   3. outstanding_ holds counts above 0 only: a count that reaches 0 goes;
+//   4. buffers_per_link_ counts each link's buffers, at most
+//      rpc_buffers_per_link_max, and its counts add up to the buffers
+//      held; buffer ids are never 0 (0 on the wire means none);
+//   5. a route names one instance, local or remote, picked among at
+//      least one candidate.
 #pragma once
 
 #include <chrono>
@@ -208,6 +222,9 @@ class rpc_routes {
   /// the poller may route calls to any instance of it.
   bool all_share_pool(const name_state& n) const;
   rpc_route to_route(const candidate& c);
+  /// Checks invariants 1 to 4 against the maps, all of them: for rare
+  /// paths only (a link going down). REQUIRES: mutex_ held.
+  void check_counts() const;
 
   std::function<bool(transport::link_id)> shares_pool_;
   mutable std::mutex mutex_;
