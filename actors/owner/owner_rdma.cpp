@@ -292,6 +292,14 @@ void rdma_fetch(self_ptr self, const wire::replica& from, const std::string& key
                      rdma_failed(self, from.owner, ok.error());
                      return done(ok.error(), false);
                    }
+                   if (st.rdma.jobs.size() >= rdma_jobs_max) {
+                     // rdma_wanted() saw room when this read began; reads
+                     // that began since may have taken it while the pair
+                     // and the lease were on their way. Over the bound this
+                     // one goes over tcp: no fault of the path.
+                     if (auto link = owner_link(self, from)) st.ep->notify(*link, wire::rdma_release{lease->lease});
+                     return done(error{errc::overloaded, "too many rdma reads in flight on this owner"}, false);
+                   }
                    start_reads(self, from, *lease, into, deadline, done);
                  });
   });
