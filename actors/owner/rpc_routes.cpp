@@ -42,6 +42,9 @@ bool rpc_routes::unserve(const std::string& name, node_id client) {
   if (it == names_.end() || it->second.local.erase(client) == 0) return false;
   SLUICE_ASSERT(local_count_ > 0);
   --local_count_;
+  // A name no instance serves is not kept (as learn() keeps none): the
+  // table stays bounded by what is served, not by what ever was.
+  if (it->second.local.empty() && it->second.remote.empty()) names_.erase(it);
   return true;
 }
 
@@ -255,6 +258,11 @@ std::optional<rpc_relay> rpc_routes::take_relay_of_caller(transport::link_id cal
   relays_.erase(r);
   SLUICE_ASSERT(relay_of_caller_.size() == relays_.size());
   return out;
+}
+
+std::size_t rpc_routes::name_count() const {
+  std::lock_guard guard{mutex_};
+  return names_.size();
 }
 
 std::size_t rpc_routes::relay_count() const {

@@ -174,6 +174,9 @@ class rpc_routes {
   /// Takes the relay of the caller's request `request` on `caller_link`.
   std::optional<rpc_relay> take_relay_of_caller(transport::link_id caller_link, std::uint64_t request);
   std::size_t relay_count() const;
+  /// Names this owner keeps anything about (bounded by the instances
+  /// served here and those the master listed).
+  std::size_t name_count() const;
 
   // --- buffers -------------------------------------------------------------
 

@@ -157,9 +157,17 @@ TEST_CASE("rpc routes: local instances are bounded, and a name known to have non
   CHECK(r.serve("n0", instance(1000, 12)).ok());
   REQUIRE(r.unserve("n0", node_id{1000}));
   CHECK(r.serve("another", instance(1, 11)).ok());
+  // Names served and given up leave nothing behind.
+  auto churn = make_routes();
+  for (int i = 0; i < 1000; ++i) {
+    REQUIRE(churn.serve("gone" + std::to_string(i), instance(1, 11)).ok());
+    REQUIRE(churn.unserve("gone" + std::to_string(i), node_id{1}));
+  }
+  CHECK(churn.name_count() == 0);
   // The refused serve left no name behind; a lookup that found nothing neither.
   auto fresh = make_routes();
   fresh.learn("ghost", {}, self, t0 + 1s);
+  CHECK(fresh.name_count() == 0);
   CHECK(fresh.route("ghost", {}, rpc_routing::round_robin, t0, mode::any).what == kind::lookup);
 }
 

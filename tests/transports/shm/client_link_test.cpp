@@ -5,13 +5,12 @@
 
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "runtime/memory/pool.hpp"
+#include "tests/transports/shm/shm_fixtures.hpp"
 #include "tests/transports/test_sink.hpp"
 #include "transports/shm/client_link.hpp"
 #include "transports/shm/shm_server.hpp"
@@ -23,20 +22,6 @@ using namespace sluice;
 using namespace sluice::transport;
 using namespace sluice::transport::testing;
 using namespace std::chrono_literals;
-
-std::string unique_name(const char* stem) {
-  static std::atomic<int> counter{0};
-  return "@sluice-test-link-" + std::string{stem} + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++);
-}
-
-/// An owner's shm server handing clients the first segment of `p`.
-shm_server_options serving(const pool& p) {
-  shm_server_options o;
-  o.ring_bytes = 1u << 20;
-  o.segments.push_back({p.segment_at(0).fd(), p.segment_at(0).size_bytes(), p.segment_at(0).base()});
-  return o;
-}
 
 /// The next record of `c`'s response ring as a frame, waiting up to `wait_max`.
 result<wire::inbound_frame> next_frame(const std::shared_ptr<shm::client_link>& c) {
@@ -61,7 +46,7 @@ TEST_CASE("shm client link: it greets with its hello, and the frames it writes r
   auto p = pool::create({"link-frames", 1u << 20, 1u << 20, false, prefault_mode::none});
   REQUIRE(p.ok());
   recording_sink owner_sink;
-  shm_server server{1, owner_sink, {}, serving(**p)};
+  shm_server server{1, owner_sink, {}, rings_with_pool(**p)};
   auto name = unique_name("frames");
   REQUIRE(server.listen(name).ok());
   auto link = shm::open_client_link(name, make_frame(100));
@@ -93,7 +78,7 @@ TEST_CASE("shm client link: a second link of the process takes the first one's m
   REQUIRE(r.ok());
   std::memset((*p)->resolve(*r)->data(), 0x5a, 4096);
   recording_sink owner_sink;
-  shm_server server{1, owner_sink, {}, serving(**p)};
+  shm_server server{1, owner_sink, {}, rings_with_pool(**p)};
   auto name = unique_name("mapped");
   REQUIRE(server.listen(name).ok());
   auto first = shm::open_client_link(name, make_frame(1));
@@ -121,16 +106,15 @@ TEST_CASE("shm client link: a payload by reference is read in place, and its lea
   auto bytes = (*p)->resolve(*r).value();
   for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i % 251);
   std::atomic<int> released{0};
-  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
   recording_sink owner_sink;
-  shm_server server{1, owner_sink, {}, serving(**p)};
+  shm_server server{1, owner_sink, {}, rings_with_pool(**p)};
   auto name = unique_name("lease");
   REQUIRE(server.listen(name).ok());
   auto link = shm::open_client_link(name, make_frame(1));
   REQUIRE(link.ok());
   auto at_owner = owner_sink.wait_up();
   REQUIRE(at_owner.has_value());
-  REQUIRE(server.send(*at_owner, make_frame(9, shared_bytes{std::move(keeper), bytes})).ok());
+  REQUIRE(server.send(*at_owner, make_frame(9, counted(bytes, released))).ok());
   {
     auto frame = next_frame(*link);
     REQUIRE(frame.ok());

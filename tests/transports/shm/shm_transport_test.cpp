@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "runtime/memory/pool.hpp"
+#include "tests/transports/shm/shm_fixtures.hpp"
 #include "tests/transports/test_sink.hpp"
 #include "transports/shm/client_link.hpp"
 #include "transports/shm/shm_client.hpp"
@@ -22,31 +23,6 @@ using namespace sluice;
 using namespace sluice::transport;
 using namespace sluice::transport::testing;
 using namespace std::chrono_literals;
-
-std::string unique_name(const char* stem) {
-  static std::atomic<int> counter{0};
-  return "@sluice-test-" + std::string{stem} + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(counter++);
-}
-
-shm_server_options small_rings() {
-  shm_server_options o;
-  o.ring_bytes = 1u << 20;
-  return o;
-}
-
-/// small_rings() handing clients the pool's first segment.
-shm_server_options rings_with_pool(const pool& p) {
-  auto o = small_rings();
-  o.segments.push_back({p.segment_at(0).fd(), p.segment_at(0).size_bytes(), p.segment_at(0).base()});
-  return o;
-}
-
-/// `bytes` as a payload that counts in `released` when its last copy goes.
-shared_bytes counted(std::span<std::byte> bytes, std::atomic<int>& released) {
-  std::shared_ptr<const void> keeper{nullptr, [&released](const void*) { ++released; }};
-  return shared_bytes{std::move(keeper), bytes};
-}
 
 }  // namespace
 
