@@ -14,8 +14,12 @@
 //     (one miss now and then is a wait a little longer than usual, not a
 //     busy host), and so does a spin that finds it was preempted (a gap
 //     between two looks at the clock far longer than the loop takes:
-//     another thread had the core for a time slice); small budgets drop
-//     to 0, and the waiter sleeps at once;
+//     another thread had the core for a time slice), where the caller
+//     counts that — the owner's poller and the RPC channel's yielding
+//     spin do; a client's direct waiter does not, since the slice it
+//     loses mostly goes to a sibling waiting on the same owner and its
+//     answer is there when it runs again; small budgets drop to 0, and
+//     the waiter sleeps at once;
 //   - at budget 0, one wait in probe_every_min spins the full budget
 //     again, so a host that has quieted down gets spinning back within a
 //     few dozen waits; each probe that does not pay doubles that interval
