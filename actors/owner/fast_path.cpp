@@ -292,4 +292,27 @@ std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, no
   return answer;
 }
 
+fast_path_hooks make_fast_path_hooks(fast_path_deps deps) {
+  SLUICE_ASSERT(deps.index != nullptr);
+  SLUICE_ASSERT(deps.store != nullptr);
+  SLUICE_ASSERT(deps.now != nullptr);
+  SLUICE_ASSERT(deps.report_commits != nullptr);
+  auto d = std::make_shared<const fast_path_deps>(std::move(deps));
+  fast_path_hooks hooks;
+  hooks.fast_path = [d](transport::link_id link, const wire::inbound_frame& frame,
+                        std::optional<wire::message>& decoded) -> std::optional<transport::fast_taken> {
+    auto answer = serve_fast(*d->index, d->store.get(), d->self, link, frame, d->now(), &decoded);
+    if (!answer) return std::nullopt;
+    bool tell = d->notify == commit_notify::when_idle ? answer->commits_waiting : d->index->notify_due();
+    if (tell) d->report_commits();
+    return transport::fast_taken{std::move(answer->reply)};
+  };
+  if (d->notify == commit_notify::when_idle) {
+    hooks.on_idle = [d] {
+      if (d->index->notify_due()) d->report_commits();
+    };
+  }
+  return hooks;
+}
+
 }  // namespace sluice

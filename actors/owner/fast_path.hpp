@@ -33,7 +33,9 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -49,6 +51,7 @@
 #include "runtime/node_id.hpp"
 #include "runtime/wire/frame.hpp"
 #include "runtime/wire/messages.hpp"
+#include "transports/transport.hpp"
 
 namespace sluice {
 
@@ -245,5 +248,41 @@ struct fast_answer {
 std::optional<fast_answer> serve_fast(fast_index& index, object_store* store, node_id self, std::uint64_t link,
                                       const wire::inbound_frame& frame, fast_index::time_point now,
                                       std::optional<wire::message>* decoded = nullptr);
+
+/// When the owner actor is told that reports of the fast path's commits
+/// wait to be sent to the master.
+enum class commit_notify {
+  /// When a batch of reports waits, and when the transport's thread has
+  /// nothing else to do (its on_idle): reports never wait for more work,
+  /// and a busy poller does not wake the actor per put.
+  when_idle,
+  /// After every request the fast path served: for a transport whose
+  /// thread never goes idle (the simulator's).
+  after_each_request,
+};
+
+struct fast_path_deps {
+  node_id self;
+  /// Shared with the owner actor, which publishes into it.
+  std::shared_ptr<fast_index> index;
+  /// The owner's values (thread-safe: the fast path reads and writes it too).
+  std::shared_ptr<object_store> store;
+  /// The owner actor's clock (leases are checked against it).
+  std::function<fast_index::time_point()> now;
+  /// Tells the owner actor that reports wait (a commits_atom). Any thread.
+  std::function<void()> report_commits;
+  commit_notify notify = commit_notify::when_idle;
+};
+
+/// The fast path as its transports run it: serve_fast on each frame of a
+/// local client, telling the owner actor of commits as `notify` says.
+struct fast_path_hooks {
+  transport::fast_path_fn fast_path;
+  /// For transports that go idle; empty with commit_notify::after_each_request.
+  std::function<void()> on_idle;
+};
+
+/// REQUIRES: every member of `deps` is set.
+fast_path_hooks make_fast_path_hooks(fast_path_deps deps);
 
 }  // namespace sluice

@@ -1,10 +1,10 @@
 // owner_hooks: what an owner hands its transports to run on their own
-// threads, without the owner actor — the fast path (fast_path.hpp), the
-// hook a poller runs when it goes idle, and the RPC relay between the
-// owner's clients (rpc_relay.hpp). One function composes them for every
-// node builder: the launcher and the embedding API (api/src/node_host.cpp)
-// and the simulator's world (sim/world.cpp), so the owner they run is
-// the same owner.
+// threads, without the owner actor — the fast path and the hook a poller
+// runs when it goes idle (make_fast_path_hooks, fast_path.hpp), and the
+// RPC relay between the owner's clients (make_relay_hook, rpc_relay.hpp).
+// One function composes them for every node builder: the launcher and the
+// embedding API (api/src/node_host.cpp) and the simulator's world
+// (sim/world.cpp), so the owner they run is the same owner.
 //
 // Plain code: the clock and the way to reach the owner actor are passed
 // in. The hooks are called on a transport's thread (the shm poller, the
@@ -21,18 +21,6 @@
 #include "transports/transport.hpp"
 
 namespace sluice {
-
-/// When the owner actor is told that reports of the fast path's commits
-/// wait to be sent to the master.
-enum class commit_notify {
-  /// When a batch of reports waits, and when the transport's thread has
-  /// nothing else to do (its on_idle): reports never wait for more work,
-  /// and a busy poller does not wake the actor per put.
-  when_idle,
-  /// After every request the fast path served: for a transport whose
-  /// thread never goes idle (the simulator's).
-  after_each_request,
-};
 
 struct owner_hooks_deps {
   node_id self;

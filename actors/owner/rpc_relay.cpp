@@ -133,4 +133,14 @@ relayed relay_rpc(rpc_routes& routes, node_id self, transport::link_id from, con
   return std::nullopt;
 }
 
+transport::relay_fn make_relay_hook(std::shared_ptr<rpc_routes> routes, node_id self,
+                                    std::function<std::chrono::steady_clock::time_point()> now) {
+  SLUICE_ASSERT(routes != nullptr);
+  SLUICE_ASSERT(now != nullptr);
+  return [routes = std::move(routes), self, now = std::move(now)](transport::link_id from,
+                                                                  const wire::inbound_frame& frame) {
+    return relay_rpc(*routes, self, from, frame, now());
+  };
+}
+
 }  // namespace sluice

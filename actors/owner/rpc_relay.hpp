@@ -17,6 +17,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <optional>
 
 #include "actors/owner/rpc_routes.hpp"
@@ -31,5 +33,10 @@ namespace sluice {
 std::optional<transport::relayed_frame> relay_rpc(rpc_routes& routes, node_id self, transport::link_id from,
                                                   const wire::inbound_frame& frame,
                                                   std::chrono::steady_clock::time_point now);
+
+/// relay_rpc as its transports run it, on the routes of `self` with the
+/// owner actor's clock. REQUIRES: routes and now set.
+transport::relay_fn make_relay_hook(std::shared_ptr<rpc_routes> routes, node_id self,
+                                    std::function<std::chrono::steady_clock::time_point()> now);
 
 }  // namespace sluice

@@ -13,20 +13,88 @@
 #include "actors/common/endpoint.hpp"
 #include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
+#include "transports/shm/client_link.hpp"
 #include "transports/shm/shm_client.hpp"
-#include "transports/shm/shm_direct.hpp"
+#include "transports/shm/waiter.hpp"
 
 namespace sluice {
 namespace {
 
-/// One thread's direct channel to one client's owner.
+namespace shm = transport::shm;
+
+/// One thread's direct channel to one client's owner: a client link of
+/// its own, whose request ring this thread writes and whose response ring
+/// it reads itself, spinning briefly, then sleeping on the ring's futex.
+/// With the owner's poller spinning too, a round trip is two cache-line
+/// transfers each way: no system call, no wake-up, no other thread. To the
+/// owner it is one more link of the client: it greets like any, and the
+/// leases of what it read go when it closes.
 struct direct_entry {
   std::weak_ptr<int> client_alive;
-  std::unique_ptr<transport::shm_direct> channel;
+  std::shared_ptr<shm::client_link> link;
+  transport::transport_limits limits;
+  shm::waiter waiter{shm::waiter_config{}};
+  /// False once the owner went away or the channel broke.
+  bool usable = false;
   /// The thread's call in flight: one at a time, as the channel allows
   /// (a thread waits for each answer before it asks again).
   request_table<std::monostate> calls{1};
   bool failed = false;  // opening failed: this thread goes the usual way
+
+  direct_entry() = default;
+  direct_entry(const direct_entry&) = delete;
+  direct_entry& operator=(const direct_entry&) = delete;
+  ~direct_entry() { close(); }
+
+  /// Values read through the link may still hold leases (and keep the
+  /// mapping): closing its request ring tells the owner to let go of them.
+  void close() {
+    if (!link) return;
+    std::lock_guard guard{link->send_mutex};
+    link->closed = true;
+    if (link->requests) shm::close_and_wake(*link->requests);
+  }
+
+  error broken(errc code, std::string why) {
+    usable = false;
+    return error{code, std::move(why)};
+  }
+
+  /// Writes `request` and waits for the answer to `request_id`.
+  result<wire::message> round_trip(const wire::outbound_frame& request, std::uint64_t request_id,
+                                   request_clock::time_point deadline) {
+    {
+      std::lock_guard guard{link->send_mutex};
+      if (link->closed) return broken(errc::unavailable, "the direct shm channel is closed");
+      if (!shm::write_locked(*link, request)) {
+        return fail(errc::overloaded, "the owner is not keeping up: the shm request ring is full");
+      }
+      shm::notify_poller(*link->requests, link->doorbell.get());
+    }
+    auto& responses = *link->responses;
+    while (true) {
+      // A nap at most, so a vanished owner is noticed while we wait.
+      auto until = std::min(deadline, request_clock::now() + waiter.config().nap_us);
+      auto state = waiter.wait_readable(responses, until);
+      if (state == shm::wait_result::broken) return broken(errc::protocol, "the owner's response ring is corrupt");
+      if (state == shm::wait_result::closed) return broken(errc::unavailable, "the owner closed the link");
+      if (state == shm::wait_result::timed_out) {
+        if (link->socket.peer_closed()) return broken(errc::unavailable, "the owner process went away");
+        if (request_clock::now() >= deadline) return fail(errc::timeout, "no reply before the deadline");
+        continue;
+      }
+      auto record = responses.peek();
+      if (!record) continue;
+      auto frame = shm::take_record(link, *record, limits.frame);
+      responses.pop();
+      shm::notify_producer(responses);
+      if (!frame) return broken(frame.code(), frame.error().message());
+      auto msg = wire::decode(std::move(*frame));
+      if (!msg) return broken(msg.code(), msg.error().message());
+      // The owner's hello and answers to calls that timed out are skipped.
+      if (msg->env.reply_to == request_id) return msg;
+    }
+  }
 };
 
 /// Channels of this thread, by client (its `alive` token's address).
@@ -54,13 +122,15 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   if (c.shm_address.empty() || c.host->shm() == nullptr || !c.host->shm()->connected()) return std::nullopt;
   auto& e = entry_for(c);
   if (e.failed) return std::nullopt;
-  if (!e.channel || !e.channel->usable()) {
-    auto opened = transport::shm_direct::open(c.shm_address, client_hello(c), c.host->shm()->segments());
+  if (!e.link || !e.usable) {
+    e.close();
+    auto opened = shm::open_client_link(c.shm_address, client_hello(c), c.host->shm()->segments());
     if (!opened) {
       e.failed = true;
       return std::nullopt;
     }
-    e.channel = std::move(*opened);
+    e.link = std::move(*opened);
+    e.usable = true;
   }
   // One call at a time per thread and client: the thread waits for each
   // answer before it asks again (a handler calling back in on the same
@@ -74,7 +144,7 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   env.source = c.host->id();
   env.deadline_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count());
   env.body = request;
-  auto msg = e.channel->call(wire::encode(env, payload), env.request_id, deadline);
+  auto msg = e.round_trip(wire::encode(env, payload), env.request_id, deadline);
   // Answered, timed out or broken: the call is over either way, and an
   // answer that comes late is skipped by the channel.
   auto closed = e.calls.close(*id);

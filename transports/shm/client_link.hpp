@@ -3,7 +3,7 @@
 // the operations every user of such an end needs: taking the owner's
 // greeting, writing frames, reading records (payloads by reference become
 // views held by leases), releasing leases. Used by the transport's reader
-// (shm_client) and by a calling thread's own direct channel (shm_direct).
+// (shm_client) and by a calling thread's own direct channel (api/src/calls.cpp).
 #pragma once
 
 #include <atomic>
@@ -52,7 +52,7 @@ struct client_link {
 
 /// Connects to the owner's socket at `address`, takes its greeting (see
 /// take_greeting for `mapped`) and writes `hello` as the first frame: a
-/// link of its own for a calling thread (shm_direct) or a Sluice thread.
+/// link of its own for a calling thread (direct_call) or a Sluice thread.
 result<std::shared_ptr<client_link>> open_client_link(std::string_view address, const wire::outbound_frame& hello,
                                                       std::shared_ptr<const segment_list> mapped = {});
 
