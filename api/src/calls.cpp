@@ -131,6 +131,9 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
     }
     e.link = std::move(*opened);
     e.usable = true;
+    // No thread reads this link between the thread's calls: the node's
+    // shm reader tells the owner of the leases it lets go meanwhile.
+    c.host->shm()->adopt(e.link);
   }
   // One call at a time per thread and client: the thread waits for each
   // answer before it asks again (a handler calling back in on the same

@@ -198,6 +198,12 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
     // Large: one copy, into the pool; two round trips cost less than
     // three copies of the value would.
     auto w = reserve(key, bytes.size(), o);
+    // What the owner refuses to reserve it refuses to store: a value over
+    // its max_value, no room, a condition that fails. (Sent inline it
+    // would only overflow the ring.)
+    if (!w && (w.code() == errc::invalid_argument || w.code() == errc::no_capacity || w.code() == errc::conflict)) {
+      return std::move(w).error();
+    }
     if (w && w->bytes().size() == bytes.size()) {
       std::memcpy(w->bytes().data(), bytes.data(), bytes.size());
       return w->commit(options);

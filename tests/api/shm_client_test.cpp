@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -140,6 +142,11 @@ TEST_CASE("shm client: reserving more than the owner accepts fails like a put wo
   auto kv = connect((*cluster)->client_address(), sluice::client_transport::shared_memory);
   CHECK(kv->reserve("k", 2 << 20).code() == sluice::errc::invalid_argument);
   CHECK(kv->reserve("", 10).code() == sluice::errc::invalid_argument);
+  // A put of a value over max_value says so too, rather than overflowing
+  // the ring it would otherwise be sent on.
+  auto too_big = kv->put("k", std::string(2 << 20, 'x'));
+  CHECK(too_big.code() == sluice::errc::invalid_argument);
+  CHECK_FALSE(kv->exists("k").value());
   std::vector<sluice::writable_value> held;
   sluice::errc last = sluice::errc::ok;
   for (int i = 0; i < 8 && last == sluice::errc::ok; ++i) {
@@ -148,6 +155,41 @@ TEST_CASE("shm client: reserving more than the owner accepts fails like a put wo
     if (w) held.push_back(std::move(*w));
   }
   CHECK(last == sluice::errc::no_capacity);
+  CHECK(kv->put("one-more", std::string(1 << 20, 'y')).code() == sluice::errc::no_capacity);
+}
+
+TEST_CASE("shm client: a value a thread read and dropped lets go of its lease though the thread calls no more") {
+  sluice::local_cluster_options options;
+  options.config_text = "[owner]\ncapacity = \"4MiB\"\nmax_value = \"3MiB\"\neviction = \"none\"\n";
+  auto cluster = sluice::local_cluster::start(options);
+  REQUIRE(cluster.ok());
+  auto kv = connect((*cluster)->client_address(), sluice::client_transport::shared_memory);
+  REQUIRE(kv->put("a", std::string(3 << 20, 'a')).ok());
+  std::promise<void> read;
+  std::promise<void> done;
+  // The reader gets the value on its own channel, drops it, and then
+  // stays alive without another call that would carry the release.
+  std::thread reader([&] {
+    {
+      auto v = kv->get("a");
+      CHECK(v.ok());
+      if (v) CHECK(v->size() == std::size_t{3} << 20);
+    }
+    read.set_value();
+    done.get_future().wait();
+  });
+  read.get_future().wait();
+  REQUIRE(kv->remove("a").value());
+  // The 3 MiB come back once the owner learns the lease went.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds{5};
+  sluice::result<sluice::writable_value> room = sluice::error{sluice::errc::internal, "not tried"};
+  do {
+    room = kv->reserve("b", 3 << 20);
+    if (!room) std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  } while (!room && std::chrono::steady_clock::now() < deadline);
+  CHECK_MESSAGE(room.ok(), (room ? "" : room.error().to_string()));
+  done.set_value();
+  reader.join();
 }
 
 TEST_CASE("tcp client: a reservation is a local buffer sent at commit") {

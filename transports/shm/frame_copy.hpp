@@ -3,6 +3,7 @@
 // be buggy or hostile.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <span>
@@ -26,7 +27,14 @@ inline result<wire::inbound_frame> copy_inbound(std::span<const std::byte> recor
   }
   wire::header_bytes raw;
   std::memcpy(raw.data(), record.data(), raw.size());
-  auto header = wire::parse_frame_header(raw, limits);
+  // A payload by reference lies in the owner's pool (the caller checked
+  // that it lies inside a mapped segment): nothing is allocated or copied
+  // for it here, so its segment bounds it, not the frame's payload limit.
+  auto header_limits = limits;
+  if (payload_elsewhere) {
+    header_limits.max_payload_bytes = std::max<std::uint64_t>(limits.max_payload_bytes, *payload_elsewhere);
+  }
+  auto header = wire::parse_frame_header(raw, header_limits);
   if (!header) return header.error();
   auto body = record.subspan(wire::frame_header_bytes);
   if (payload_elsewhere) {

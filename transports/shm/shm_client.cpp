@@ -67,6 +67,7 @@ void shm_client::read_loop(std::shared_ptr<connection> c) {
   }
   sink_.on_link_up(c->id, c->address);
   shm::waiter w{options_.waiter};
+  auto last_adopted_flush = std::chrono::steady_clock::now();
   while (!stopping_ && !c->close_requested) {
     auto state = w.wait_readable(*c->responses, std::chrono::steady_clock::now() + options_.waiter.nap_us);
     if (state == shm::wait_result::broken) return finish(*c, error{errc::protocol, "the owner's response ring is corrupt"});
@@ -74,6 +75,8 @@ void shm_client::read_loop(std::shared_ptr<connection> c) {
     if (state == shm::wait_result::timed_out) {
       if (c->socket.peer_closed()) return finish(*c, error{errc::unavailable, "the owner process went away"});
       flush_releases(*c);
+      flush_adopted();
+      last_adopted_flush = std::chrono::steady_clock::now();
       continue;
     }
     for (int n = 0; n < records_per_turn; ++n) {
@@ -86,8 +89,38 @@ void shm_client::read_loop(std::shared_ptr<connection> c) {
     }
     shm::notify_producer(*c->responses);
     flush_releases(*c);
+    // A reader that never goes idle still flushes adopted links each nap.
+    if (auto now = std::chrono::steady_clock::now(); now - last_adopted_flush >= options_.waiter.nap_us) {
+      flush_adopted();
+      last_adopted_flush = now;
+    }
   }
   finish(*c, error{errc::aborted, "closed locally"});
+}
+
+bool shm_client::adopt(std::weak_ptr<shm::client_link> link) {
+  std::lock_guard guard{adopted_mutex_};
+  std::erase_if(adopted_, [](const auto& l) { return l.expired(); });
+  if (adopted_.size() >= adopted_links_max) return false;
+  adopted_.push_back(std::move(link));
+  return true;
+}
+
+void shm_client::flush_adopted() {
+  std::vector<std::shared_ptr<connection>> live;
+  {
+    std::lock_guard guard{adopted_mutex_};
+    if (adopted_.empty()) return;
+    std::erase_if(adopted_, [&](const auto& l) {
+      auto c = l.lock();
+      if (!c) return true;
+      live.push_back(std::move(c));
+      return false;
+    });
+  }
+  // Outside the list's lock: flushing takes each link's send lock, which
+  // its thread holds while it writes a request.
+  for (auto& c : live) flush_releases(*c);
 }
 
 void shm_client::finish(connection& c, const error& reason) {

@@ -71,10 +71,22 @@ class shm_client final : public transport {
   /// The owner's pool as this process mapped it, while a link is up.
   std::shared_ptr<const shm::segment_list> segments() const;
 
+  /// Links a process's calling threads opened to the same owner, which
+  /// have no reader thread of their own (each thread's channel for its
+  /// synchronous calls): the reader here tells the owner of the leases
+  /// they let go within a nap (waiter_config::nap_us) when their threads
+  /// make no call that would carry them. Forgotten once expired. At most
+  /// adopted_links_max at once; beyond, false (their leases then go with
+  /// their next call, or with 64 of them).
+  static constexpr std::size_t adopted_links_max = 4096;
+  bool adopt(std::weak_ptr<shm::client_link> link);
+
  private:
   using connection = shm::client_link;
   void read_loop(std::shared_ptr<connection> c);
   void finish(connection& c, const error& reason);
+  /// Tells the owner of the leases adopted links let go.
+  void flush_adopted();
 
   const std::uint16_t tag_;
   link_sink& sink_;  // not owned; outlives this transport
@@ -88,6 +100,9 @@ class shm_client final : public transport {
   std::thread reader_;
   std::atomic<bool> stopping_{false};
   std::once_flag shutdown_once_;
+
+  std::mutex adopted_mutex_;  // guards adopted_
+  std::vector<std::weak_ptr<connection>> adopted_;
 };
 
 }  // namespace sluice::transport
