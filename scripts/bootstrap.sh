@@ -23,6 +23,8 @@ packages=(
   libxxhash-dev libdlpack-dev libabsl-dev
   iproute2 procps
   nftables
+  # the Python module and its tests: Debian's /usr/bin/python3
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with

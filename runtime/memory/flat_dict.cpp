@@ -27,7 +27,7 @@ constexpr std::uint64_t align_up(std::uint64_t n, std::uint64_t alignment) noexc
   return (n + alignment - 1) / alignment * alignment;
 }
 
-result<void> check_name_form(std::string_view name) {
+result<void> check_name_form(std::string_view name, bool sluice_names) {
   if (name.empty()) {
     return fail(errc::invalid_argument, "a field name is empty; give every field a non-empty name");
   }
@@ -36,7 +36,7 @@ result<void> check_name_form(std::string_view name) {
                                             std::to_string(name.size()) + " bytes; the limit is " +
                                             std::to_string(dict_name_bytes_max));
   }
-  if (name.starts_with(dict_reserved_prefix)) {
+  if (name.starts_with(dict_reserved_prefix) && !sluice_names) {
     return fail(errc::invalid_argument,
                 "field name " + quoted(name) +
                     " is reserved (names starting with \"__\" belong to Sluice); rename it");
@@ -132,6 +132,8 @@ std::uint64_t write_data(std::byte* out, const detail::pending_field& f, cursors
     if (!part.empty()) std::memcpy(out + at, part.data(), part.size());
     at += part.size();
   }
+  // Room only: the caller writes the elements in place afterwards.
+  if (f.room_only) at += f.data_bytes;
   SLUICE_ASSERT(at - start == f.data_bytes);
   c.data = at;
   return start;
@@ -180,6 +182,7 @@ bool is_known(dtype type) noexcept {
       return type.bits == 8 || type.bits == 16 || type.bits == 32 || type.bits == 64;
     case dtype_code::ieee_float: return type.bits == 16 || type.bits == 32 || type.bits == 64;
     case dtype_code::bfloat: return type.bits == 16;
+    case dtype_code::complex: return type.bits == 64 || type.bits == 128;
     case dtype_code::boolean: return type.bits == 8;
   }
   return false;
@@ -192,7 +195,7 @@ std::uint64_t itemsize_bytes(dtype type) noexcept {
 
 std::string to_string(dtype type) {
   if (is_known(type)) {
-    static constexpr std::string_view names[] = {"int", "uint", "float", "", "bfloat", "", "bool"};
+    static constexpr std::string_view names[] = {"int", "uint", "float", "", "bfloat", "complex", "bool"};
     std::string out{names[static_cast<std::size_t>(type.code)]};
     return type.code == dtype_code::boolean ? out : out + std::to_string(type.bits);
   }
@@ -214,7 +217,7 @@ tensor_info tensor_view::info() const {
 // ---- dict_builder ----------------------------------------------------------
 
 result<void> dict_builder::check_new_name(std::string_view name) const {
-  if (auto form = check_name_form(name); !form) return form;
+  if (auto form = check_name_form(name, sluice_names_); !form) return form;
   if (names_.contains(name)) {
     return fail(errc::invalid_argument,
                 "field " + quoted(name) + " is already in this dict; names must be unique");
@@ -317,6 +320,23 @@ result<void> dict_builder::add_tensor(std::string_view name, const tensor_info& 
                 .data_bytes = *supplied,
                 .dtype = info.dtype,
                 .shape = info.shape});
+}
+
+result<void> dict_builder::add_tensor_room(std::string_view name, const tensor_info& info) {
+  auto needed = validate_tensor(name, info);
+  if (!needed) return std::move(needed).error();
+  return admit({.name = std::string{name},
+                .kind = field_kind::tensor,
+                .data_bytes = *needed,
+                .room_only = true,
+                .dtype = info.dtype,
+                .shape = info.shape});
+}
+
+dict_builder dict_reserved::builder() {
+  dict_builder b;
+  b.sluice_names_ = true;
+  return b;
 }
 
 std::uint64_t dict_builder::encoded_size() const {

@@ -63,6 +63,16 @@ constexpr std::size_t entry_offset(std::size_t index) noexcept {
 
 namespace sluice {
 
+/// A value that is one tensor — what Python's put of a tensor stores —
+/// is a dict whose only field is a tensor of this name (docs/values.md).
+inline constexpr std::string_view single_tensor_field = "__tensor__";
+
+/// Sluice's own use of the reserved field names.
+struct dict_reserved {
+  /// A builder that also accepts names starting with "__".
+  static dict_builder builder();
+};
+
 /// DLPack's bool code. The installed dlpack.h (0.6) predates it; DLPack
 /// 0.8 and 1.0 define kDLBool = 6, which is the numbering we follow.
 inline constexpr std::uint8_t dlpack_bool_code = 6;

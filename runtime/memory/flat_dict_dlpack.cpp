@@ -18,6 +18,7 @@ static_assert(kDLInt == static_cast<int>(dtype_code::signed_int));
 static_assert(kDLUInt == static_cast<int>(dtype_code::unsigned_int));
 static_assert(kDLFloat == static_cast<int>(dtype_code::ieee_float));
 static_assert(kDLBfloat == static_cast<int>(dtype_code::bfloat));
+static_assert(kDLComplex == static_cast<int>(dtype_code::complex));
 static_assert(dlpack_bool_code == static_cast<int>(dtype_code::boolean));
 static_assert(kDLCPU == static_cast<int>(device_type::cpu));
 static_assert(kDLCUDA == static_cast<int>(device_type::cuda));

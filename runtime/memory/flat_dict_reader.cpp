@@ -206,7 +206,9 @@ result<void> read_name(std::span<const std::byte> region, const header_fields& h
     return malformed_field(index, "name lies outside the name area or overlaps the name before it");
   }
   out.name = {reinterpret_cast<const char*>(region.data() + e.name_offset), e.name_length};
-  if (out.name.starts_with(dict_reserved_prefix)) return malformed_field(index, "name is reserved");
+  // A name starting with dict_reserved_prefix is one of Sluice's own
+  // fields (single_tensor_field): builders refuse them from users, but a
+  // reader takes them.
   c.names = e.name_offset + e.name_length;
   return {};
 }

@@ -70,12 +70,14 @@ enum class dtype_code : std::uint8_t {
   unsigned_int = 1,  ///< kDLUInt
   ieee_float = 2,    ///< kDLFloat
   bfloat = 4,        ///< kDLBfloat
+  complex = 5,       ///< kDLComplex
   boolean = 6,       ///< kDLBool (DLPack 0.8 and later)
 };
 
 /// An element type; mirrors DLDataType field for field. Known types:
 /// signed_int/unsigned_int of 8, 16, 32, 64 bits; ieee_float of 16, 32,
-/// 64; bfloat of 16; boolean of 8; lanes is always 1.
+/// 64; bfloat of 16; complex of 64 and 128 (two floats of half the bits,
+/// real first); boolean of 8; lanes is always 1.
 struct dtype {
   dtype_code code = dtype_code::unsigned_int;
   std::uint8_t bits = 8;
@@ -96,6 +98,8 @@ inline constexpr dtype dtype_float16{dtype_code::ieee_float, 16, 1};
 inline constexpr dtype dtype_float32{dtype_code::ieee_float, 32, 1};
 inline constexpr dtype dtype_float64{dtype_code::ieee_float, 64, 1};
 inline constexpr dtype dtype_bfloat16{dtype_code::bfloat, 16, 1};
+inline constexpr dtype dtype_complex64{dtype_code::complex, 64, 1};
+inline constexpr dtype dtype_complex128{dtype_code::complex, 128, 1};
 inline constexpr dtype dtype_bool{dtype_code::boolean, 8, 1};
 
 /// True when `type` is one of the known types above.
@@ -162,10 +166,14 @@ struct pending_field {
   std::string text{};                               // string: a copy
   std::vector<std::span<const std::byte>> parts{};  // bytes, tensor: borrowed
   std::uint64_t data_bytes = 0;
+  /// A tensor whose elements the caller writes after encoding (no parts).
+  bool room_only = false;
   sluice::dtype dtype{};
   std::vector<std::int64_t> shape{};
 };
 }  // namespace detail
+
+struct dict_reserved;
 
 /// Collects fields and encodes them into one region.
 ///
@@ -201,6 +209,14 @@ class dict_builder {
   result<void> add_tensor(std::string_view name, const tensor_info& info,
                           std::initializer_list<std::span<const std::byte>> parts);
 
+  /// Room for a tensor whose elements are written in place, after
+  /// encode_into: encode_into lays out its metadata and leaves its data
+  /// area unwritten, for the caller to fill through
+  /// dict_view::find(name)->as_tensor() on the region (a reservation in
+  /// the pool, say, so the elements are never copied). Checked as
+  /// add_tensor checks.
+  result<void> add_tensor_room(std::string_view name, const tensor_info& info);
+
   std::size_t size() const noexcept { return fields_.size(); }
   bool empty() const noexcept { return fields_.empty(); }
 
@@ -217,6 +233,11 @@ class dict_builder {
  private:
   result<void> admit(detail::pending_field field);
   result<void> check_new_name(std::string_view name) const;
+  friend struct dict_reserved;
+
+  /// Names starting with dict_reserved_prefix are accepted: a builder of
+  /// Sluice's own (dict_reserved::builder).
+  bool sluice_names_ = false;
 
   std::vector<detail::pending_field> fields_;
   std::set<std::string, std::less<>> names_;
