@@ -30,9 +30,10 @@ packages=(
 # bench/run: the real peers Sluice is compared with (redis-tools, with
 # redis-cli, comes with redis-server; iperf3 for the link between hosts;
 # gRPC C++ with its code generators; Cap'n Proto RPC comes with
-# libcapnp-dev) and taskset to pin both sides.
+# libcapnp-dev), taskset to pin both sides, and redis-py for the Python
+# module against Redis.
 bench_packages=(redis-server redis-tools iperf3 util-linux libgrpc++-dev libprotobuf-dev protobuf-compiler
-                protobuf-compiler-grpc)
+                protobuf-compiler-grpc python3-redis)
 if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()

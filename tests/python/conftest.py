@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -36,7 +37,25 @@ class Owner:
         self.address = found.group(1)
 
     def pause(self):
+        """Stops the process, and returns once every thread of it is stopped."""
         self.proc.send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not self._all_stopped():
+            if time.monotonic() > deadline:
+                raise RuntimeError("sluice up did not stop")
+            time.sleep(0.001)
+
+    def _all_stopped(self):
+        task_dir = f"/proc/{self.proc.pid}/task"
+        for tid in os.listdir(task_dir):
+            try:
+                with open(f"{task_dir}/{tid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                continue  # the thread ended
+            if state not in ("T", "t"):
+                return False
+        return True
 
     def resume(self):
         self.proc.send_signal(signal.SIGCONT)
