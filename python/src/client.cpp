@@ -85,6 +85,7 @@ py_client connect(const std::string& address, double timeout, double connect_tim
   auto c = unlocked([&] { return sluice::client::connect(address, o); });
   auto h = std::make_shared<client_holder>();
   h->client = unwrap(std::move(c));
+  h->timeout = o.timeout;
   return py_client{std::move(h)};
 }
 

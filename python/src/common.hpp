@@ -86,6 +86,8 @@ class held_object {
 /// lasts until the last of them is gone, even after close().
 struct client_holder {
   std::unique_ptr<sluice::client> client;
+  /// The client's default deadline (client_options::timeout).
+  std::chrono::milliseconds timeout{5000};
   /// Set by close(): no new call is made through it, and views made
   /// from it raise ClientClosed.
   std::atomic<bool> closed{false};

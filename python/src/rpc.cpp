@@ -16,6 +16,12 @@
 namespace sluice::python {
 namespace {
 
+/// A call whose deadline is longer than this is waited for in slices of
+/// signal_slice, looking at signals between them; a shorter one waits on
+/// the calling thread's own channel, which is faster and not interrupted.
+constexpr std::chrono::milliseconds interruptible_after{1000};
+constexpr std::chrono::milliseconds signal_slice{50};
+
 /// One served call as Python sees it.
 struct py_request {
   std::shared_ptr<rpc_request> request;
@@ -168,7 +174,7 @@ void bind_rpc(py::module_& m) {
             auto item = without_gil([&] { return s.stream->next(slice); });
             if (!item) {
               // The slice ended first: the stream goes on.
-              if (item.code() == errc::timeout && item.error().message().find("wait") != std::string::npos) {
+              if (item.code() == errc::timeout && item.error().message().ends_with("the stream goes on")) {
                 return py::ellipsis();
               }
               raise(item.error());
@@ -243,8 +249,23 @@ void bind_client_rpc(py::class_<py_client>& cls) {
         auto plan = plan_dict(args, "a call's arguments");
         rpc_call_options o{.timeout = to_timeout(timeout), .routing = routing_of(routing)};
         auto t = target_of(target);
-        auto r = without_gil([&] { return rpc.call(t, method, plan->dict, o); });
-        check_signals();
+        auto deadline = o.timeout.count() > 0 ? o.timeout : c.h->timeout;
+        if (deadline <= interruptible_after) {
+          // Short: on the calling thread's own channel, the fastest way.
+          auto r = without_gil([&] { return rpc.call(t, method, plan->dict, o); });
+          check_signals();
+          return result_to_python(c.h, unwrap(std::move(r)));
+        }
+        // Long: waited for in slices, so that Ctrl-C (or any signal whose
+        // handler raises) interrupts it, and cancels the call.
+        auto future = without_gil([&] { return rpc.call_async(t, method, plan->dict, o); });
+        while (!without_gil([&] { return future.wait_for(signal_slice); })) {
+          if (PyErr_CheckSignals() != 0) {
+            future.cancel();
+            throw py::error_already_set();
+          }
+        }
+        auto r = without_gil([&] { return future.get(); });
         return result_to_python(c.h, unwrap(std::move(r)));
       },
       py::arg("target"), py::arg("method"), py::arg("args") = py::none(), py::kw_only(),

@@ -264,3 +264,16 @@ def test_unserve_and_bad_names(pair):
         server.serve("", lambda args: {})
     with pytest.raises(sluice.InvalidArgument, match="routing"):
         caller.call(None, "py.gone", {}, routing="random")
+
+
+def test_a_stream_item_slower_than_the_readers_wait_slice_still_arrives(pair):
+    server, caller = pair
+
+    def slow(args):
+        for i in range(3):
+            time.sleep(0.25)  # longer than the reader's 100 ms slices
+            yield {"i": i}
+
+    server.serve_stream("py.slow-items", slow)
+    time.sleep(0.2)
+    assert [item["i"] for item in caller.call_stream(None, "py.slow-items", {}, timeout=10)] == [0, 1, 2]
