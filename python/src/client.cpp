@@ -30,10 +30,7 @@ struct py_cluster {
 /// meanwhile (Ctrl-C: KeyboardInterrupt).
 template <class F>
 auto unlocked(F&& f) {
-  decltype(f()) out = [&] {
-    py::gil_scoped_release released;
-    return f();
-  }();
+  auto out = without_gil(std::forward<F>(f));
   check_signals();
   return out;
 }
@@ -58,14 +55,6 @@ put_options put_options_of(std::optional<double> ttl, unsigned replicas, bool if
   return o;
 }
 
-/// The exception object of `e`, not raised (for return_exceptions=True).
-py::object exception_of(const error& e) {
-  try {
-    raise(e);
-  } catch (py::error_already_set& raised) {
-    return raised.value();
-  }
-}
 
 client_transport transport_of(const std::string& name) {
   if (name == "auto") return client_transport::automatic;

@@ -34,6 +34,14 @@ void raise_closed(std::string_view what) {
   throw py::error_already_set();
 }
 
+py::object exception_of(const error& e) {
+  try {
+    raise(e);
+  } catch (py::error_already_set& raised) {
+    return raised.value();
+  }
+}
+
 void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }

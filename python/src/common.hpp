@@ -41,6 +41,17 @@ inline void unwrap(result<void> r) {
 /// signal came while the GIL was released. Requires the GIL.
 void check_signals();
 
+/// The exception object of `e` (an instance of its sluice.Error class),
+/// not raised: for results that carry errors. Requires the GIL.
+py::object exception_of(const error& e);
+
+/// Runs `f` with the GIL released.
+template <class F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release released;
+  return f();
+}
+
 /// Seconds (None: the client's default, which the C++ API spells 0) as
 /// the milliseconds a call takes; invalid_argument when negative.
 std::chrono::milliseconds to_timeout(const std::optional<double>& seconds);

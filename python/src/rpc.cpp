@@ -58,21 +58,7 @@ py::object result_to_python(const std::shared_ptr<client_holder>& client, rpc_re
   return dict_to_python(client, keep, keep->dict());
 }
 
-/// Runs `f` without the GIL.
-template <class F>
-auto without_gil(F&& f) {
-  py::gil_scoped_release released;
-  return f();
-}
 
-/// The exception object of `e`, not raised.
-py::object exception_of(const error& e) {
-  try {
-    raise(e);
-  } catch (py::error_already_set& raised) {
-    return raised.value();
-  }
-}
 
 /// An error to answer with, from what a handler raised: a sluice.Error
 /// keeps its code; anything else is handler_failed with its text.
