@@ -277,3 +277,29 @@ def test_a_stream_item_slower_than_the_readers_wait_slice_still_arrives(pair):
     server.serve_stream("py.slow-items", slow)
     time.sleep(0.2)
     assert [item["i"] for item in caller.call_stream(None, "py.slow-items", {}, timeout=10)] == [0, 1, 2]
+
+
+def test_every_error_class_a_handler_raises_reaches_the_caller_as_itself(pair):
+    server, caller = pair
+    classes = {cls.code: cls for cls in sluice._errors.by_code.values()}
+
+    def fail_as(args):
+        if args.get("probe"):
+            return {}
+        raise classes[args["code"]]("raised by the handler as " + args["code"])
+
+    server.serve("py.fail-as", fail_as)
+    wait_served(caller, "py.fail-as")
+    assert len(classes) == 13
+    for code, cls in classes.items():
+        with pytest.raises(cls, match="raised by the handler as " + code) as caught:
+            caller.call(None, "py.fail-as", {"code": code})
+        assert type(caught.value) is cls and caught.value.code == code and isinstance(caught.value, sluice.Error)
+
+
+def test_a_full_owner_answers_no_capacity(make_owner):
+    o = make_owner('[owner]\ncapacity = "4MiB"\nmax_value = "2MiB"\neviction = "none"\n')
+    with sluice.connect(o.address) as c:
+        with pytest.raises(sluice.NoCapacity):
+            for i in range(8):
+                c.put(f"full/{i}", np.zeros(1 << 20, dtype=np.uint8))
