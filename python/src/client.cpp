@@ -6,7 +6,6 @@
 
 #include <sluice/node.hpp>
 
-#include <cstring>
 
 #include "runtime/memory/buffer.hpp"
 
@@ -372,15 +371,7 @@ the GIL while it waits. Usable as a context manager, which closes it.
           return;
         }
         auto encoded = byte_buffer::allocate(plan->size());
-        if (plan->kind == put_plan::shape::dict) {
-          unwrap(plan->dict.encode_into(encoded.span()));
-        } else {
-          std::size_t at = 0;
-          for (auto part : plan->parts) {
-            if (!part.empty()) std::memcpy(encoded.data() + at, part.data(), part.size());
-            at += part.size();
-          }
-        }
+        unwrap(plan->write_into(encoded.span()));
         py::gil_scoped_release released;
         cl.put_async(key, std::span<const std::byte>{encoded.data(), encoded.size()}, finish, o);
       },

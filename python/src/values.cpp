@@ -215,6 +215,24 @@ std::uint64_t put_plan::size() const {
   return 0;
 }
 
+result<void> put_plan::write_into(std::span<std::byte> out) const {
+  switch (kind) {
+    case shape::bytes:
+      if (!bytes.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+      return {};
+    case shape::gathered: {
+      std::size_t at = 0;
+      for (auto part : parts) {
+        if (!part.empty()) std::memcpy(out.data() + at, part.data(), part.size());
+        at += part.size();
+      }
+      return {};
+    }
+    case shape::dict: return dict.encode_into(out);
+  }
+  return {};
+}
+
 std::unique_ptr<put_plan> plan_put(py::handle value) {
   auto plan = std::make_unique<put_plan>();
   if (py::isinstance<reservation>(value)) {
@@ -287,29 +305,12 @@ result<std::uint64_t> run_put(sluice::client& c, std::string_view key, put_plan&
     thread_local byte_buffer scratch;
     if (scratch.size() < small_put_bytes_max) scratch = byte_buffer::allocate(small_put_bytes_max);
     auto out = scratch.span().first(plan.size());
-    if (plan.kind == put_plan::shape::dict) {
-      if (auto written = plan.dict.encode_into(out); !written) return std::move(written).error();
-    } else {
-      std::size_t at = 0;
-      for (auto part : plan.parts) {
-        if (!part.empty()) std::memcpy(out.data() + at, part.data(), part.size());
-        at += part.size();
-      }
-    }
+    if (auto written = plan.write_into(out); !written) return std::move(written).error();
     return c.put(key, std::span<const std::byte>{out}, options);
   }
   auto room = c.reserve(key, plan.size(), options);
   if (!room) return std::move(room).error();
-  auto out = room->bytes();
-  if (plan.kind == put_plan::shape::dict) {
-    if (auto written = plan.dict.encode_into(out); !written) return std::move(written).error();
-  } else {
-    std::size_t at = 0;
-    for (auto part : plan.parts) {
-      if (!part.empty()) std::memcpy(out.data() + at, part.data(), part.size());
-      at += part.size();
-    }
-  }
+  if (auto written = plan.write_into(room->bytes()); !written) return std::move(written).error();
   return room->commit(call_options{options.timeout});
 }
 

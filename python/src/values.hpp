@@ -55,6 +55,9 @@ struct put_plan {
   dict_builder dict;                              // shape::dict
 
   std::uint64_t size() const;
+  /// Writes the value into `out` (exactly size() bytes; 64-byte aligned
+  /// for a dict): the one copy of each borrowed buffer.
+  result<void> write_into(std::span<std::byte> out) const;
 };
 
 /// REQUIRES: the GIL. Raises InvalidArgument for what cannot be stored.
