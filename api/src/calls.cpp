@@ -13,6 +13,7 @@
 #include "actors/common/endpoint.hpp"
 #include "runtime/assert.hpp"
 #include "runtime/wire/codec.hpp"
+#include "sluice/interrupt.hpp"
 #include "transports/shm/client_link.hpp"
 #include "transports/shm/shm_client.hpp"
 #include "transports/shm/waiter.hpp"
@@ -72,6 +73,9 @@ struct direct_entry {
       shm::notify_poller(*link->requests, link->doorbell.get());
     }
     auto& responses = *link->responses;
+    // An interrupt scope is asked once the wait has lasted its `every`.
+    const auto* scope = interrupt_scope::current();
+    auto ask_scope_at = scope != nullptr ? request_clock::now() + scope->every() : request_clock::time_point::max();
     while (true) {
       // A nap at most, so a vanished owner is noticed while we wait.
       auto until = std::min(deadline, request_clock::now() + waiter.config().nap_us);
@@ -80,7 +84,13 @@ struct direct_entry {
       if (state == shm::wait_result::closed) return broken(errc::unavailable, "the owner closed the link");
       if (state == shm::wait_result::timed_out) {
         if (link->socket.peer_closed()) return broken(errc::unavailable, "the owner process went away");
-        if (request_clock::now() >= deadline) return fail(errc::timeout, "no reply before the deadline");
+        auto now = request_clock::now();
+        if (now >= deadline) return fail(errc::timeout, "no reply before the deadline");
+        if (now >= ask_scope_at) {
+          // The answer, when it comes, is skipped as a late one is.
+          if (scope->interrupted()) return fail(errc::cancelled, "interrupted while waiting for the owner's answer");
+          ask_scope_at = now + scope->every();
+        }
         continue;
       }
       auto record = responses.peek();

@@ -10,6 +10,7 @@
 // more than that, so that the node's own timeout error answers first.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -20,6 +21,7 @@
 
 #include "api/src/client_impl.hpp"
 #include "runtime/wire/messages.hpp"
+#include "sluice/interrupt.hpp"
 
 namespace sluice {
 
@@ -65,11 +67,21 @@ std::pair<callback<T>, std::future<result<T>>> promise_callback() {
 }
 
 /// Waits for what the node answers a request due within `timeout`.
+/// With an interrupt scope on the thread, the wait is cut in its slices
+/// and ends `cancelled` when the scope says so (the answer, when it
+/// comes, goes nowhere).
 template <class T>
 result<T> wait_for(std::future<result<T>> future, std::chrono::milliseconds timeout) {
-  if (future.wait_for(timeout + sync_slack) != std::future_status::ready) {
-    return fail(errc::timeout, "no answer from the client node within " +
-                                   std::to_string((timeout + sync_slack).count()) + " ms");
+  auto limit = timeout + sync_slack;
+  auto end = std::chrono::steady_clock::now() + limit;
+  const auto* scope = interrupt_scope::current();
+  auto slice = scope != nullptr ? scope->every() : limit;
+  while (future.wait_for(std::min<std::chrono::nanoseconds>(slice, end - std::chrono::steady_clock::now())) !=
+         std::future_status::ready) {
+    if (std::chrono::steady_clock::now() >= end) {
+      return fail(errc::timeout, "no answer from the client node within " + std::to_string(limit.count()) + " ms");
+    }
+    if (scope != nullptr && scope->interrupted()) return fail(errc::cancelled, "interrupted while waiting for an answer");
   }
   return future.get();
 }

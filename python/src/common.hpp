@@ -11,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <sluice/client.hpp>
 #include <sluice/dict.hpp>
 #include <sluice/error.hpp>
+#include <sluice/interrupt.hpp>
 #include <sluice/result.hpp>
 
 namespace sluice::python {
@@ -45,11 +47,48 @@ void check_signals();
 /// not raised: for results that carry errors. Requires the GIL.
 py::object exception_of(const error& e);
 
-/// Runs `f` with the GIL released.
+/// While a call waits without the GIL: every interrupt_scope::every of
+/// waiting, takes the GIL back to run the signal handlers; once one of
+/// them raised (Ctrl-C: KeyboardInterrupt), the call gives up and every
+/// later wait of it gives up at once.
+class signal_watch {
+ public:
+  signal_watch()
+      : scope_{[this] {
+          if (raised_) return true;
+          py::gil_scoped_acquire gil;
+          raised_ = PyErr_CheckSignals() != 0;
+          return raised_;
+        }} {}
+  /// Raises what the handler raised. Requires the GIL.
+  void rethrow() const {
+    if (raised_) throw py::error_already_set();
+  }
+
+ private:
+  bool raised_ = false;
+  interrupt_scope scope_;
+};
+
+/// Runs `f` with the GIL released, interruptible by signals (see
+/// signal_watch): what a handler raised is raised once `f` returns.
 template <class F>
 auto without_gil(F&& f) {
-  py::gil_scoped_release released;
-  return f();
+  signal_watch watch;
+  if constexpr (std::is_void_v<std::invoke_result_t<F&>>) {
+    {
+      py::gil_scoped_release released;
+      f();
+    }
+    watch.rethrow();
+  } else {
+    auto out = [&] {
+      py::gil_scoped_release released;
+      return f();
+    }();
+    watch.rethrow();
+    return out;
+  }
 }
 
 /// Seconds (None: the client's default, which the C++ API spells 0) as
