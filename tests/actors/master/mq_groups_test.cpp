@@ -681,3 +681,157 @@ TEST_CASE("mq_groups: restore from the change records keeps committed offsets an
   CHECK(restored.restore_offset("g", {"u", 0}, 0, 0).code() == errc::invalid_argument);
   CHECK(restored.restore_offset("g", t0, 0, 0).code() == errc::invalid_argument);
 }
+
+namespace {
+
+/// What the property test knows was acked, per (group, partition):
+/// everything below `floor` and the offsets in `acked`.
+struct acked_model {
+  std::uint64_t floor = 0;
+  std::set<std::uint64_t> acked;
+  bool has(std::uint64_t o) const { return o < floor || acked.contains(o); }
+  void add(std::uint64_t o) {
+    if (o >= floor) acked.insert(o);
+  }
+};
+
+struct sent {
+  std::string group;
+  std::uint64_t session;
+  mq_delivery delivery;
+};
+
+}  // namespace
+
+TEST_CASE("mq_groups: random joins, leaves, polls, acks, seeks, appends and expiries keep the invariants and persist") {
+  const std::vector<std::string> group_names{"g", "h"};
+  const std::map<std::string, mq_group_config> configs{{"g", reads({"a", "b"})}, {"h", reads({"b"})}};
+  const std::vector<mq_partition_id> partitions{a0, a1, a2, b0, b1};
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    CAPTURE(seed);
+    sluice::rng r{seed};
+    world w;
+    w.now = 0;
+    w.topic("a", 3);
+    w.topic("b", 2);
+    for (auto& [name, config] : configs) {
+      auto c = config;
+      c.prefetch = 4;
+      c.ack_timeout_ms = 50;
+      c.max_deliveries = 3;
+      w.join(name, 1, c);
+    }
+    auto config_of = [&w](const std::string& g) { return *w.groups.config_of(g); };
+    std::map<std::pair<std::string, mq_partition_id>, acked_model> model;
+    std::vector<sent> outstanding;
+    group_store store;
+    auto dead = [&model](const std::vector<sluice::master::mq_dead_letter>& letters) {
+      for (auto& d : letters) model[{d.group, d.partition}].add(d.shell.offset);
+    };
+    for (int step = 0; step < 3000; ++step) {
+      auto& group = group_names[r.uniform(group_names.size())];
+      auto session = 1 + r.uniform(4);
+      switch (r.uniform(12)) {
+        case 0:
+          (void)w.groups.join(group, session, config_of(group), w.now + 20 + static_cast<std::int64_t>(r.uniform(200)),
+                              w.now, w.log);
+          break;
+        case 1: (void)w.groups.leave(group, session, w.log); break;
+        case 2: (void)w.groups.heartbeat(group, session, w.now + static_cast<std::int64_t>(r.uniform(200))); break;
+        case 3:
+          w.now += static_cast<std::int64_t>(r.uniform(30));
+          (void)w.groups.expire(w.now, w.log);
+          dead(w.groups.expire_deliveries(w.now, w.log).dead);
+          break;
+        case 4:
+        case 5: {
+          auto& at = partitions[r.uniform(partitions.size())];
+          w.produce(at, "m", 1 + r.uniform(100));
+          (void)w.groups.wake(at.topic, at.partition);
+          break;
+        }
+        case 6:
+        case 7: {
+          auto got = w.groups.poll(group, session, 1 + r.uniform(6), r.uniform(300), w.now, w.log);
+          if (!got) break;
+          for (auto& d : got->deliveries) {
+            // Nothing acked goes out again (unless sought back over).
+            CHECK_FALSE(model[{group, d.partition}].has(d.offset));
+            outstanding.push_back(sent{group, session, d});
+          }
+          break;
+        }
+        case 8:
+        case 9: {
+          if (outstanding.empty()) break;
+          auto i = r.uniform(outstanding.size());
+          auto s = outstanding[i];
+          outstanding.erase(outstanding.begin() + static_cast<std::ptrdiff_t>(i));
+          auto& d = s.delivery;
+          if (r.chance(1, 4)) {
+            auto out = w.groups.nack(s.group, s.session, d.partition, d.offset, d.generation,
+                                     static_cast<std::int64_t>(r.uniform(60)), w.now, w.log);
+            if (out.ok() && out->has_value()) dead({**out});
+          } else if (w.groups.ack(s.group, s.session, d.partition, d.offset, d.generation).ok()) {
+            model[{s.group, d.partition}].add(d.offset);
+          }
+          break;
+        }
+        case 10: {
+          if (!r.chance(1, 10)) break;
+          auto& at = partitions[r.uniform(partitions.size())];
+          if (!w.groups.view(group, at).ok()) break;
+          auto start = *w.log.start_offset(at.topic, at.partition);
+          auto end = *w.log.end_offset(at.topic, at.partition);
+          auto to = start + r.uniform(end - start + 1);
+          REQUIRE(w.groups.seek(group, at, to, w.log).ok());
+          model[{group, at}] = acked_model{to, {}};
+          break;
+        }
+        case 11: (void)w.log.prune(w.now, w.groups.consumed_upto(w.log)); break;
+      }
+      w.groups.check_invariants();
+      if (r.chance(1, 3)) store.apply(w.groups.drain_changes());  // syncs now and then
+      for (auto& g : group_names) {
+        for (auto& at : partitions) {
+          auto v = w.groups.view(g, at);
+          if (!v) continue;
+          // At most one holder, and it is the one the partition names.
+          int holders = 0;
+          for (std::uint64_t s = 1; s <= 4; ++s) {
+            auto held = w.groups.assigned(g, s);
+            if (std::find(held.begin(), held.end(), at) == held.end()) continue;
+            ++holders;
+            CHECK(v->member == std::optional<std::uint64_t>{s});
+          }
+          CHECK(holders <= 1);
+          // Every appended offset is delivered, acked or still pending.
+          CHECK(v->committed <= v->next);
+          CHECK(v->next <= *w.log.end_offset(at.topic, at.partition));
+          CHECK(v->acked + v->in_flight + v->redeliver == v->next - v->committed);
+          if (step % 50 != 0) continue;
+          auto& m = model[{g, at}];
+          std::size_t known_below = 0, known_above = 0;
+          for (auto o : m.acked) (o < v->committed ? known_below : known_above) += 1;
+          CHECK(m.floor <= v->committed);
+          CHECK(known_below == v->committed - m.floor);  // all below committed was acked
+          CHECK(known_above == v->acked);                 // and the acks above it are ours
+        }
+      }
+    }
+    // What was persisted gives back every committed offset and generation.
+    store.apply(w.groups.drain_changes());
+    mq_groups restored;
+    store.restore(restored);
+    for (auto& g : group_names) {
+      for (auto& at : partitions) {
+        auto before = w.groups.view(g, at);
+        auto after = restored.view(g, at);
+        REQUIRE(after.ok() == before.ok());
+        if (!before) continue;
+        CHECK(after->committed == before->committed);
+        CHECK(after->generation == before->generation);
+      }
+    }
+  }
+}
