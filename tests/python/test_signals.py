@@ -69,46 +69,41 @@ os._exit(0)
 """
 
 
-def interrupted_kv_call(owner, what, delay=0.5):
-    """Starts a child that connects to `owner`, then stops the owner, lets
-    the child make a KV call that cannot be answered and sends it SIGINT."""
+def run_and_interrupt(owner, script, what, delay, paused=False):
+    """Runs `script` in a child connected to `owner` and sends it SIGINT
+    `delay` s after it says "waiting"; returns how long its call lasted.
+    With `paused`, the child first says "ready", and the owner is stopped
+    before the child is let go, so no call of it is answered."""
     env = dict(os.environ, SLUICE_ADDRESS=owner.address)
-    child = subprocess.Popen([sys.executable, "-c", KV_CHILD, what], env=env, stdin=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", script, what], env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
-        assert child.stdout.readline().strip() == "ready"
-        owner.pause()
-        child.stdin.write("go\n")
-        child.stdin.flush()
+        if paused:
+            assert child.stdout.readline().strip() == "ready"
+            owner.pause()
+            child.stdin.write("go\n")
+            child.stdin.flush()
         assert child.stdout.readline().strip() == "waiting"
         time.sleep(delay)
         child.send_signal(signal.SIGINT)
         line = child.stdout.readline().split()
         child.wait(30)
     finally:
-        owner.resume()
+        if paused:
+            owner.resume()
         if child.poll() is None:
             child.kill()
             child.wait()
     assert line and line[0] == "interrupted", line
     return float(line[1])
+
+
+def interrupted_kv_call(owner, what, delay=0.5):
+    return run_and_interrupt(owner, KV_CHILD, what, delay, paused=True)
 
 
 def interrupted_after(owner, what, delay=0.5):
-    env = dict(os.environ, SLUICE_ADDRESS=owner.address)
-    child = subprocess.Popen([sys.executable, "-c", CHILD, what], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "waiting"
-        time.sleep(delay)
-        child.send_signal(signal.SIGINT)
-        line = child.stdout.readline().split()
-        child.wait(30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert line and line[0] == "interrupted", line
-    return float(line[1])
+    return run_and_interrupt(owner, CHILD, what, delay)
 
 
 def test_ctrl_c_interrupts_a_long_rpc_call(owner):
