@@ -16,6 +16,7 @@
 #include "runtime/wire/codec_directory.hpp"
 #include "runtime/wire/codec_kv.hpp"
 #include "runtime/wire/codec_membership.hpp"
+#include "runtime/wire/codec_mq.hpp"
 #include "runtime/wire/codec_rpc.hpp"
 #include "runtime/wire/codec_transfer.hpp"
 #include "sluice.capnp.h"
@@ -33,6 +34,7 @@ void write_body(s::Envelope::Body::Builder b, const body& msg) {
           [&](const cluster_status&) { b.setClusterStatus(); },
           [&](const cluster_status_reply& x) { write_status(b.initClusterStatusReply(), x); },
           [&](const rpc& x) { write_rpc(b.initRpc(), x); },
+          [&](const mq& x) { write_mq(b.initMq(), x); },
           // Every other member: its family's write_member (codec_<family>.cpp).
           [&](const auto& x) { write_member(b, x); },
       },
@@ -108,6 +110,11 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::CLUSTER_STATUS_REPLY: return body{read_status(b.getClusterStatusReply())};
     case W::RPC: {
       auto r = read_rpc(b.getRpc());
+      if (!r) return std::move(r).error();
+      return body{std::move(*r)};
+    }
+    case W::MQ: {
+      auto r = read_mq(b.getMq());
       if (!r) return std::move(r).error();
       return body{std::move(*r)};
     }
@@ -362,9 +369,10 @@ std::string_view body_name(const body& b) noexcept {
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
       "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
       "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed",
-      "fetch_range", "rpc", "rdma_connect", "rdma_connect_reply", "rdma_lease", "rdma_release"};
+      "fetch_range", "rpc", "rdma_connect", "rdma_connect_reply", "rdma_lease", "rdma_release", "mq"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   if (auto* r = std::get_if<rpc>(&b)) return rpc_body_name(r->body);
+  if (auto* m = std::get_if<mq>(&b)) return mq_body_name(m->body);
   return names[b.index()];
 }
 

@@ -590,6 +590,192 @@ struct rpc {
   rpc_body body;
 };
 
+// --- mq (docs/mq.md): one Envelope member, `mq`, carries them all ----------
+//
+// Client → its owner → the master. The owner stamps `session` with the
+// client's node id (it vouches for who the client is), as it does for
+// pins. Payloads are data-plane objects the producer put first; messages
+// name them by key and the master never sees their bytes.
+
+/// What an append to a full partition does. Pinned (on the wire).
+enum class mq_full : std::uint8_t { block = 0, reject = 1, drop_oldest = 2 };
+/// Where a new group starts reading. Pinned (on the wire).
+enum class mq_start_at : std::uint8_t { earliest = 0, latest = 1 };
+
+struct mq_topic_config {
+  std::uint32_t partitions = 1;
+  std::int64_t max_age_ms = 0;
+  std::uint64_t max_bytes = 0;
+  std::uint64_t max_messages = 0;
+  mq_full full = mq_full::block;
+  std::uint32_t payload_replicas = 1;
+  std::uint64_t max_message_bytes = 0;
+  std::int64_t dedupe_window_ms = 0;
+  std::uint64_t dedupe_entries_max = 0;
+  friend bool operator==(const mq_topic_config&, const mq_topic_config&) = default;
+};
+
+struct mq_create_topic {
+  std::string topic;
+  mq_topic_config config;
+};
+/// The reply to mq_create_topic: false when it existed with this config.
+struct mq_topic_created {
+  bool created = false;
+};
+struct mq_delete_topic {
+  std::string topic;
+};
+struct mq_list_topics {};
+
+struct mq_partition_info {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint64_t bytes = 0;
+  friend bool operator==(const mq_partition_info&, const mq_partition_info&) = default;
+};
+struct mq_topic_info {
+  std::string topic;
+  mq_topic_config config;
+  std::vector<mq_partition_info> partitions;
+  friend bool operator==(const mq_topic_info&, const mq_topic_info&) = default;
+};
+/// The reply to mq_list_topics, in name order.
+struct mq_topics {
+  std::vector<mq_topic_info> topics;
+};
+
+/// One message a producer hands in.
+struct mq_message {
+  std::string payload;      ///< the payload's object key (committed before)
+  std::uint64_t size_bytes = 0;
+  std::string message_id;   ///< empty: none (no dedupe)
+  std::string key;          ///< partition key; empty: none
+  bool has_partition = false;
+  std::uint32_t partition = 0;  ///< with has_partition: wins over `key`
+  friend bool operator==(const mq_message&, const mq_message&) = default;
+};
+struct mq_produce {
+  std::string topic;
+  std::uint64_t session = 0;  ///< the producer (stamped by the owner)
+  std::vector<mq_message> messages;
+};
+/// One message's outcome, in the order they were sent.
+struct mq_produced_one {
+  errc code = errc::ok;     ///< ok: appended (or a duplicate)
+  std::string message;      ///< why not, when code is not ok
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  bool duplicate = false;   ///< the dedupe window had it: nothing appended
+  friend bool operator==(const mq_produced_one&, const mq_produced_one&) = default;
+};
+struct mq_produced {
+  std::vector<mq_produced_one> results;
+};
+
+struct mq_group_config {
+  std::vector<std::string> topics;
+  std::int64_t ack_timeout_ms = 0;
+  std::uint32_t max_deliveries = 0;
+  std::uint32_t prefetch = 0;
+  mq_start_at start = mq_start_at::earliest;
+  friend bool operator==(const mq_group_config&, const mq_group_config&) = default;
+};
+/// Joins (or renews the lease in) a group; creates the group when new.
+struct mq_join {
+  std::string group;
+  std::uint64_t session = 0;
+  mq_group_config config;
+  std::uint64_t lease_ms = 0;
+};
+struct mq_partition_ref {
+  std::string topic;
+  std::uint32_t partition = 0;
+  friend bool operator==(const mq_partition_ref&, const mq_partition_ref&) = default;
+};
+/// The reply to mq_join: the partitions the member holds now.
+struct mq_joined {
+  std::vector<mq_partition_ref> assigned;
+};
+struct mq_leave {
+  std::string group;
+  std::uint64_t session = 0;
+};
+/// Deliveries for the member; renews its lease. Waits up to `wait_ms`
+/// (and the request's deadline) for messages when there are none.
+struct mq_poll {
+  std::string group;
+  std::uint64_t session = 0;
+  std::uint32_t max_messages = 0;
+  std::uint64_t max_bytes = 0;
+  std::uint64_t wait_ms = 0;
+};
+struct mq_delivery {
+  mq_partition_ref partition;
+  std::uint64_t offset = 0;
+  std::string payload;      ///< the payload's object key
+  std::uint64_t size_bytes = 0;
+  std::uint32_t delivery_count = 0;
+  std::uint64_t generation = 0;
+  std::int64_t ack_deadline_ms = 0;
+  friend bool operator==(const mq_delivery&, const mq_delivery&) = default;
+};
+struct mq_polled {
+  std::vector<mq_delivery> deliveries;
+};
+/// Pinned (on the wire).
+enum class mq_settle_kind : std::uint8_t { ack = 0, ack_upto = 1, nack = 2 };
+struct mq_settle {
+  std::string group;
+  std::uint64_t session = 0;
+  mq_settle_kind kind = mq_settle_kind::ack;
+  mq_partition_ref partition;
+  std::uint64_t offset = 0;
+  std::uint64_t generation = 0;  ///< ack, nack: the delivery's
+  std::int64_t delay_ms = 0;     ///< nack: when to deliver it again
+};
+/// The reply to mq_settle: how many deliveries it settled.
+struct mq_settled {
+  std::uint64_t count = 0;
+};
+struct mq_seek {
+  std::string group;
+  mq_partition_ref partition;
+  bool by_time = false;
+  std::uint64_t offset = 0;  ///< without by_time
+  std::int64_t time_ms = 0;  ///< with by_time
+};
+struct mq_group_status {
+  std::string group;  ///< empty: every group
+};
+struct mq_partition_lag {
+  std::string group;
+  mq_partition_ref partition;
+  std::uint64_t member = 0;  ///< 0: no member holds it
+  std::uint64_t generation = 0;
+  std::uint64_t committed = 0;
+  std::uint64_t next = 0;
+  std::uint64_t in_flight = 0;
+  std::uint64_t lag_messages = 0;
+  std::uint64_t lag_bytes = 0;
+  friend bool operator==(const mq_partition_lag&, const mq_partition_lag&) = default;
+};
+struct mq_group_status_reply {
+  std::vector<mq_partition_lag> partitions;
+};
+struct mq_delete_group {
+  std::string group;
+};
+
+using mq_body = std::variant<mq_create_topic, mq_topic_created, mq_delete_topic, mq_list_topics, mq_topics,
+                             mq_produce, mq_produced, mq_join, mq_joined, mq_leave, mq_poll, mq_polled,
+                             mq_settle, mq_settled, mq_seek, mq_group_status, mq_group_status_reply,
+                             mq_delete_group>;
+
+struct mq {
+  mq_body body;
+};
+
 // --- status --------------------------------------------------------------
 
 enum class member_state : std::uint8_t { up = 0, down = 1 };
@@ -630,7 +816,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
                           inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
                           barrier, flushed, fetch_range, rpc, rdma_connect,
-                          rdma_connect_reply, rdma_lease, rdma_release>;
+                          rdma_connect_reply, rdma_lease, rdma_release, mq>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.
@@ -659,5 +845,6 @@ struct message {
 /// The message kind's name as it appears in logs ("kv_get", "rpc_call", ...).
 std::string_view body_name(const body& b) noexcept;
 std::string_view rpc_body_name(const rpc_body& b) noexcept;
+std::string_view mq_body_name(const mq_body& b) noexcept;
 
 }  // namespace sluice::wire

@@ -82,6 +82,7 @@ struct Envelope {
     rdmaConnectReply @67 :RdmaConnectReply;
     rdmaLease @68 :RdmaLease;        # reply to fetchRange with rdma set: where the bytes lie, held until released
     rdmaRelease @69 :UInt64;         # reader -> holder: the lease is done with
+    mq @70 :Mq;                      # message queues: topics, producing, consumer groups (docs/wire-format.md, 6.3)
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -449,4 +450,156 @@ struct RpcCall {
 struct RpcBufferReply {
   buffer @0 :UInt64;         # names the buffer in a call (argsBuffer) or a reply
   where @1 :PoolRegion;      # where to write it in the owner's pool
+}
+
+# Message queues. Every MQ message is a member of this one union, as RPC's
+# are of Rpc. Client -> its owner -> the master and back; the owner stamps
+# `session` fields with the client's node id. Payloads are data-plane
+# objects put before: messages name them by key, never carry their bytes.
+struct Mq {
+  union {
+    createTopic @0 :MqCreateTopic;          # create a topic, or check an existing one has this config
+    topicCreated @1 :Bool;                  # the reply to createTopic: false when it existed with this config
+    deleteTopic @2 :Text;                   # the topic's name
+    listTopics @3 :Void;
+    topics @4 :List(MqTopicInfo);           # the reply to listTopics, in name order
+    produce @5 :MqProduce;
+    produced @6 :List(MqProducedOne);       # the reply to produce: one per message, in the order sent
+    join @7 :MqJoin;                        # join a group (created when new), or renew the lease in it
+    joined @8 :List(MqPartitionRef);        # the reply to join: the partitions the member holds now
+    leave @9 :MqLeave;
+    poll @10 :MqPoll;
+    polled @11 :List(MqDelivery);           # the reply to poll
+    settle @12 :MqSettle;                   # ack, ack up to, or nack deliveries
+    settled @13 :UInt64;                    # the reply to settle: how many deliveries it settled
+    seek @14 :MqSeek;
+    groupStatus @15 :Text;                  # a group's name; "": every group
+    groupStatusReply @16 :List(MqPartitionLag);
+    deleteGroup @17 :Text;                  # the group's name
+  }
+}
+
+struct MqTopicConfig {
+  partitions @0 :UInt32;
+  maxAgeMs @1 :Int64;          # how long a message is kept; 0: no limit
+  maxBytes @2 :UInt64;         # per partition; 0: no limit
+  maxMessages @3 :UInt64;      # per partition; 0: no limit
+  full @4 :UInt8;              # an append to a full partition: 0 blocks, 1 is rejected, 2 drops the oldest
+  payloadReplicas @5 :UInt32;  # copies of each payload
+  maxMessageBytes @6 :UInt64;  # the largest payload a message may name
+  dedupeWindowMs @7 :Int64;    # how long a (producer, message id) is remembered; 0: no dedupe
+  dedupeEntriesMax @8 :UInt64; # how many the window remembers at most
+}
+
+struct MqCreateTopic {
+  topic @0 :Text;
+  config @1 :MqTopicConfig;
+}
+
+struct MqPartitionInfo {
+  start @0 :UInt64;            # the first offset still held
+  end @1 :UInt64;              # the offset the next append gets
+  bytes @2 :UInt64;            # payload bytes the partition names
+}
+
+struct MqTopicInfo {
+  topic @0 :Text;
+  config @1 :MqTopicConfig;
+  partitions @2 :List(MqPartitionInfo);  # in partition order
+}
+
+struct MqMessage {
+  payload @0 :Data;            # the payload's object key (committed before)
+  sizeBytes @1 :UInt64;        # the payload's size
+  messageId @2 :Data;          # empty: none (no dedupe)
+  key @3 :Data;                # partition key; empty: none
+  hasPartition @4 :Bool;       # `partition` names the partition (and wins over `key`)
+  partition @5 :UInt32;
+}
+
+struct MqProduce {
+  topic @0 :Text;
+  session @1 :UInt64;          # node id of the producer (stamped by its owner)
+  messages @2 :List(MqMessage);
+}
+
+struct MqProducedOne {
+  code @0 :UInt16;             # sluice::errc, pinned values; 0 (ok): appended, or a duplicate
+  message @1 :Text;            # why not, when code is not 0
+  partition @2 :UInt32;
+  offset @3 :UInt64;
+  duplicate @4 :Bool;          # the dedupe window had it: nothing was appended
+}
+
+struct MqGroupConfig {
+  topics @0 :List(Text);       # the topics the group reads
+  ackTimeoutMs @1 :Int64;      # a delivery not settled by then goes out again
+  maxDeliveries @2 :UInt32;    # deliveries of one message before it is dead-lettered
+  prefetch @3 :UInt32;         # deliveries one member holds unsettled at most
+  start @4 :UInt8;             # where a new group starts: 0 earliest, 1 latest
+}
+
+struct MqJoin {
+  group @0 :Text;
+  session @1 :UInt64;          # node id of the member (stamped by its owner)
+  config @2 :MqGroupConfig;
+  leaseMs @3 :UInt64;          # the member is dropped when it neither polls nor joins for this long
+}
+
+struct MqPartitionRef {
+  topic @0 :Text;
+  partition @1 :UInt32;
+}
+
+struct MqLeave {
+  group @0 :Text;
+  session @1 :UInt64;
+}
+
+struct MqPoll {
+  group @0 :Text;
+  session @1 :UInt64;          # renews the member's lease
+  maxMessages @2 :UInt32;
+  maxBytes @3 :UInt64;         # 0: any
+  waitMs @4 :UInt64;           # how long to wait (within the deadline) when nothing is due
+}
+
+struct MqDelivery {
+  partition @0 :MqPartitionRef;
+  offset @1 :UInt64;
+  payload @2 :Data;            # the payload's object key
+  sizeBytes @3 :UInt64;
+  deliveryCount @4 :UInt32;    # 1 the first time it goes out
+  generation @5 :UInt64;       # the partition's generation when it went out: settle carries it
+  ackDeadlineMs @6 :Int64;     # when it goes out again unless settled
+}
+
+struct MqSettle {
+  group @0 :Text;
+  session @1 :UInt64;
+  kind @2 :UInt8;              # 0 ack, 1 ack everything up to `offset`, 2 nack
+  partition @3 :MqPartitionRef;
+  offset @4 :UInt64;
+  generation @5 :UInt64;       # ack, nack: the delivery's
+  delayMs @6 :Int64;           # nack: when to deliver it again
+}
+
+struct MqSeek {
+  group @0 :Text;
+  partition @1 :MqPartitionRef;
+  byTime @2 :Bool;             # seek to the first message appended at `timeMs` or later, not to `offset`
+  offset @3 :UInt64;
+  timeMs @4 :Int64;
+}
+
+struct MqPartitionLag {
+  group @0 :Text;
+  partition @1 :MqPartitionRef;
+  member @2 :UInt64;           # node id of the member holding it; 0: none
+  generation @3 :UInt64;       # grows whenever the partition changes hands
+  committed @4 :UInt64;        # offsets below it are settled
+  next @5 :UInt64;             # the next offset to go out
+  inFlight @6 :UInt64;         # deliveries out and not settled
+  lagMessages @7 :UInt64;
+  lagBytes @8 :UInt64;
 }

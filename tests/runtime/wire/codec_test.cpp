@@ -113,6 +113,29 @@ auto fields(const rpc_buffer& x) { return std::tie(x.size); }
 auto fields(const rpc_buffer_reply& x) { return std::tie(x.buffer, x.where.segment, x.where.offset, x.where.length); }
 auto fields(const rpc_release& x) { return std::tie(x.buffer); }
 auto fields(const rpc& x) { return std::tie(x.body); }
+// The mq values inside these (configs, messages, deliveries, ...) have
+// operator==; the messages themselves do not.
+auto fields(const mq_create_topic& x) { return std::tie(x.topic, x.config); }
+auto fields(const mq_topic_created& x) { return std::tie(x.created); }
+auto fields(const mq_delete_topic& x) { return std::tie(x.topic); }
+auto fields(const mq_list_topics&) { return std::tie(); }
+auto fields(const mq_topics& x) { return std::tie(x.topics); }
+auto fields(const mq_produce& x) { return std::tie(x.topic, x.session, x.messages); }
+auto fields(const mq_produced& x) { return std::tie(x.results); }
+auto fields(const mq_join& x) { return std::tie(x.group, x.session, x.config, x.lease_ms); }
+auto fields(const mq_joined& x) { return std::tie(x.assigned); }
+auto fields(const mq_leave& x) { return std::tie(x.group, x.session); }
+auto fields(const mq_poll& x) { return std::tie(x.group, x.session, x.max_messages, x.max_bytes, x.wait_ms); }
+auto fields(const mq_polled& x) { return std::tie(x.deliveries); }
+auto fields(const mq_settle& x) {
+  return std::tie(x.group, x.session, x.kind, x.partition, x.offset, x.generation, x.delay_ms);
+}
+auto fields(const mq_settled& x) { return std::tie(x.count); }
+auto fields(const mq_seek& x) { return std::tie(x.group, x.partition, x.by_time, x.offset, x.time_ms); }
+auto fields(const mq_group_status& x) { return std::tie(x.group); }
+auto fields(const mq_group_status_reply& x) { return std::tie(x.partitions); }
+auto fields(const mq_delete_group& x) { return std::tie(x.group); }
+auto fields(const mq& x) { return std::tie(x.body); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
@@ -134,6 +157,7 @@ template <class T>
 bool same(const std::vector<T>& a, const std::vector<T>& b);
 bool same(const body& a, const body& b);
 bool same(const rpc_body& a, const rpc_body& b);
+bool same(const mq_body& a, const mq_body& b);
 
 template <class... Ts, std::size_t... I>
 bool same_each(const std::tuple<Ts...>& a, const std::tuple<Ts...>& b, std::index_sequence<I...>) {
@@ -171,6 +195,12 @@ bool same(const rpc_body& a, const rpc_body& b) {
                     a);
 }
 
+bool same(const mq_body& a, const mq_body& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit([&b](const auto& x) { return same(x, std::get<std::decay_t<decltype(x)>>(b)); },
+                    a);
+}
+
 // --- samples -----------------------------------------------------------------
 
 // Keys are bytes, not text: NUL bytes and invalid UTF-8 must survive.
@@ -200,6 +230,56 @@ member_status sample_member(std::uint64_t i) {
     m.links.push_back(link_state{node_id{i + 101}, "", "", node_id{}, {}});
   }
   return m;
+}
+
+// Every field away from its default, and a second config at the edges.
+const mq_topic_config topic_config{12, 86'400'000, 1ULL << 40, 1'000'000, mq_full::drop_oldest,
+                                   3, 64ULL << 20, 60'000, 4096};
+const mq_topic_config edge_topic_config{~std::uint32_t{0}, INT64_MIN, ~std::uint64_t{0}, ~std::uint64_t{0},
+                                        mq_full::reject, 0, ~std::uint64_t{0}, INT64_MAX, ~std::uint64_t{0}};
+const mq_group_config group_config{{"orders", key_with_nul}, 30'000, 5, 16, mq_start_at::latest};
+
+// At least one sample of every kind in `mq_body`, each with every field
+// away from its default in at least one sample.
+std::vector<body> sample_mq_bodies() {
+  const auto max = ~std::uint64_t{0};
+  const auto max32 = ~std::uint32_t{0};
+  return {
+      mq{mq_create_topic{"orders", topic_config}},
+      mq{mq_create_topic{"", edge_topic_config}},
+      mq{mq_topic_created{true}},
+      mq{mq_delete_topic{"orders"}},
+      // A name with a NUL arrives whole, for the master to refuse, not cut short.
+      mq{mq_delete_topic{key_with_nul}},
+      mq{mq_list_topics{}},
+      mq{mq_topics{{}}},
+      mq{mq_topics{{{"orders", topic_config, {{1, 2, 3}, {max, max, max}}}, {"refunds", edge_topic_config, {}}}}},
+      mq{mq_produce{"orders", 0xa1, {}}},
+      mq{mq_produce{"orders", max,
+                    {{key_with_nul, 4096, key_not_utf8, "customer-7", true, 5},
+                     {"p/2", max, "", "", false, 0},
+                     {"p/3", 1, "id", key_with_nul, true, max32}}}},
+      mq{mq_produced{{{errc::overloaded, "partition 3 is full", 3, 17, true},
+                      {errc::ok, "", max32, max, false}}}},
+      mq{mq_join{"workers", 0xb2, group_config, 10'000}},
+      mq{mq_join{"", max, mq_group_config{{}, INT64_MIN, max32, max32, mq_start_at::earliest}, max}},
+      mq{mq_joined{{{"orders", 1}, {key_not_utf8, max32}}}},
+      mq{mq_leave{"workers", 0xb2}},
+      mq{mq_poll{"workers", 0xb2, 100, 1 << 20, 5000}},
+      mq{mq_poll{"w", max, max32, max, max}},
+      mq{mq_polled{{{{"orders", 2}, 41, key_with_nul, 4096, 3, 7, 1'700'000'000'000},
+                    {{"refunds", max32}, max, "", max, max32, max, INT64_MIN}}}},
+      mq{mq_settle{"workers", 0xb2, mq_settle_kind::nack, {"orders", 2}, 41, 7, 2500}},
+      mq{mq_settle{"workers", max, mq_settle_kind::ack_upto, {"orders", max32}, max, max, INT64_MAX}},
+      mq{mq_settled{12}},
+      mq{mq_seek{"workers", {"orders", 2}, true, 99, 1'700'000'000'000}},
+      mq{mq_seek{"workers", {"orders", max32}, false, max, INT64_MIN}},
+      mq{mq_group_status{"workers"}},
+      mq{mq_group_status{""}},
+      mq{mq_group_status_reply{{{"workers", {"orders", 2}, 0xb2, 7, 40, 45, 3, 100, 409600},
+                                {"w", {"o", max32}, max, max, max, max, max, max, max}}}},
+      mq{mq_delete_group{"workers"}},
+  };
 }
 
 cluster_status_reply large_status(std::size_t members) {
@@ -334,6 +414,13 @@ std::vector<body> sample_bodies() {
   };
 }
 
+std::vector<body> all_sample_bodies() {
+  auto out = sample_bodies();
+  auto more = sample_mq_bodies();
+  out.insert(out.end(), more.begin(), more.end());
+  return out;
+}
+
 envelope sample_envelope(body b) {
   envelope env;
   env.request_id = 0x0123456789abcdefULL;
@@ -425,12 +512,14 @@ bytes status_with_empty_members(std::uint32_t count) {
 }  // namespace
 
 TEST_CASE("wire: every message kind survives encode and decode with all fields") {
-  auto samples = sample_bodies();
+  auto samples = all_sample_bodies();
   std::set<std::size_t> kinds;
   std::set<std::size_t> rpc_kinds;
+  std::set<std::size_t> mq_kinds;
   for (const auto& b : samples) {
     kinds.insert(b.index());
     if (auto* r = std::get_if<rpc>(&b)) rpc_kinds.insert(r->body.index());
+    if (auto* m = std::get_if<mq>(&b)) mq_kinds.insert(m->body.index());
     CAPTURE(body_name(b));
     auto env = sample_envelope(b);
     auto decoded = decode_vector(frame_bytes(env));
@@ -440,6 +529,7 @@ TEST_CASE("wire: every message kind survives encode and decode with all fields")
   }
   CHECK(kinds.size() == std::variant_size_v<body>);
   CHECK(rpc_kinds.size() == std::variant_size_v<rpc_body>);
+  CHECK(mq_kinds.size() == std::variant_size_v<mq_body>);
 }
 
 TEST_CASE("wire: relabel passes a frame on with new ids and everything else as it was") {
@@ -721,6 +811,8 @@ TEST_CASE("wire: random and mutated bytes never crash the decoder") {
       frame_bytes(sample_envelope(kv_put{key_with_nul, {}, 0, 1, ""}),
                   shared_bytes::copy_of(std::string(40, 'v'))),
       frame_bytes(sample_envelope(hello{role::owner, 1, "n", "a"})),
+      frame_bytes(sample_envelope(mq{mq_polled{{{{"orders", 2}, 41, "payload/41", 4096, 3, 7, 1'700'000'000'000},
+                                                {{"orders", 3}, 9, "payload/9", 1, 1, 8, 0}}}})),
   };
   auto random_byte = [&random] { return static_cast<std::byte>(random.uniform(256)); };
   std::size_t decoded_count = 0;
@@ -812,4 +904,71 @@ TEST_CASE("wire: body_name names every kind as logs show it") {
   CHECK(body_name(fetch_range{}) == "fetch_range");
   CHECK(body_name(rdma_lease{}) == "rdma_lease");
   CHECK(body_name(unpin_reply{}) == "unpin_reply");
+}
+
+TEST_CASE("wire: body_name names an mq message by its inner kind") {
+  CHECK(body_name(mq{mq_create_topic{}}) == "mq_create_topic");
+  CHECK(body_name(mq{mq_topics{}}) == "mq_topics");
+  CHECK(body_name(mq{mq_produce{}}) == "mq_produce");
+  CHECK(body_name(mq{mq_produced{}}) == "mq_produced");
+  CHECK(body_name(mq{mq_join{}}) == "mq_join");
+  CHECK(body_name(mq{mq_poll{}}) == "mq_poll");
+  CHECK(body_name(mq{mq_polled{}}) == "mq_polled");
+  CHECK(body_name(mq{mq_settle{}}) == "mq_settle");
+  CHECK(body_name(mq{mq_seek{}}) == "mq_seek");
+  CHECK(body_name(mq{mq_group_status_reply{}}) == "mq_group_status_reply");
+  CHECK(body_name(mq{mq_delete_group{}}) == "mq_delete_group");
+  // Every kind has its own name.
+  std::set<std::string_view> names;
+  for (const auto& b : sample_mq_bodies()) names.insert(body_name(b));
+  CHECK(names.size() == std::variant_size_v<mq_body>);
+}
+
+TEST_CASE("wire: an mq enum value out of its pinned range is a malformed frame") {
+  auto bad_topic = topic_config;
+  bad_topic.full = static_cast<mq_full>(3);
+  auto bad_group = group_config;
+  bad_group.start = static_cast<mq_start_at>(2);
+  const std::vector<body> samples = {
+      mq{mq_create_topic{"orders", bad_topic}},
+      mq{mq_topics{{{"a", topic_config, {}}, {"b", bad_topic, {{1, 2, 3}}}}}},
+      mq{mq_join{"workers", 0xb2, bad_group, 10'000}},
+      mq{mq_settle{"workers", 0xb2, static_cast<mq_settle_kind>(3), {"orders", 2}, 41, 7, 0}},
+      mq{mq_settle{"workers", 0xb2, static_cast<mq_settle_kind>(0xff), {"orders", 2}, 41, 7, 0}},
+  };
+  for (const auto& b : samples) {
+    CAPTURE(body_name(b));
+    auto decoded = decode_vector(frame_bytes(sample_envelope(b)));
+    REQUIRE_FALSE(decoded.ok());
+    CHECK(decoded.code() == errc::protocol);
+    CHECK(decoded.error().message().find("unknown") != std::string::npos);
+  }
+}
+
+TEST_CASE("wire: an mq message kind from a newer protocol is rejected") {
+  // deleteTopic and deleteGroup are both Text members of Mq: their frames
+  // differ only in Mq's union tag, which this test overwrites.
+  auto topic_frame = frame_bytes(sample_envelope(mq{mq_delete_topic{"x"}}));
+  auto group_frame = frame_bytes(sample_envelope(mq{mq_delete_group{"x"}}));
+  REQUIRE(topic_frame.size() == group_frame.size());
+  std::vector<std::size_t> differ;
+  for (std::size_t i = 0; i < topic_frame.size(); ++i) {
+    if (topic_frame[i] != group_frame[i]) differ.push_back(i);
+  }
+  REQUIRE(differ.size() == 1);
+  put_le(topic_frame, differ[0], 0x1234, 2);
+  auto decoded = decode_vector(topic_frame);
+  REQUIRE_FALSE(decoded.ok());
+  CHECK(decoded.code() == errc::protocol);
+  CHECK(decoded.error().message().find("unknown mq message kind") != std::string::npos);
+}
+
+TEST_CASE("wire: an mq produce result with an error code this build does not know decodes as internal") {
+  auto code = static_cast<errc>(static_cast<std::uint16_t>(errc_last) + 1);
+  auto decoded = decode_vector(frame_bytes(sample_envelope(mq{mq_produced{{{code, "from the future", 1, 2, false}}}})));
+  REQUIRE(decoded.ok());
+  auto& results = std::get<mq_produced>(std::get<mq>(decoded->env.body).body).results;
+  REQUIRE(results.size() == 1);
+  CHECK(results[0].code == errc::internal);
+  CHECK(results[0].message == "from the future");
 }
