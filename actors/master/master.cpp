@@ -93,6 +93,10 @@ result<master::recovery_stats> load_state(self_ptr self) {
   std::vector<master::member> members;
   auto stats = st.journal->load(st.dir, members, &st.pins, &st.slots, &st.commits);
   if (!stats) return stats;
+  st.mq = master::mq_log{};
+  st.mq_groups = master::mq_groups{};
+  mq_reloaded(self);
+  if (auto mq = st.journal->load_mq(st.mq, st.mq_groups); !mq) return mq.error();
   for (auto& m : members) st.members.restore(std::move(m), st.ep->now());
   return stats;
 }
@@ -362,6 +366,7 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
             if (!out) return answer_error(self, ctx, out.error());
             answer(self, ctx, std::move(*out));
           },
+          [&](const wire::mq& m) { on_mq(self, ctx, m); },
           [&](const auto& other) {
             answer_error(self, ctx, error{errc::invalid_argument,
                                           "the master does not serve " +
@@ -394,6 +399,7 @@ void on_tick(self_ptr self) {
   // when it registers.
   for (auto id : down) st.registry.drop_owner(id);
   pins_changed(self, st.pins.prune(st.wall_ms()));
+  mq_tick(self);
   for (auto& [key, version] : st.dir.expired(expire_batch)) {
     if (st.expiring.insert(key).second) expire_key(self, key, version);
   }
@@ -416,6 +422,8 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.pins = std::move(boot->pins);
   st.slots = std::move(boot->slots);
   st.commits = std::move(boot->commits);
+  st.mq = std::move(boot->mq);
+  st.mq_groups = std::move(boot->mq_groups);
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());
@@ -470,6 +478,8 @@ result<master_actor> spawn_master(caf::actor_system& sys, master_deps deps, mast
   persistence journal{deps.store};
   auto stats = journal.load(boot->dir, boot->members, &boot->pins, &boot->slots, &boot->commits);
   if (!stats) return stats.error();
+  auto mq = journal.load_mq(boot->mq, boot->mq_groups);
+  if (!mq) return mq.error();
   if (recovered != nullptr) {
     recovered->objects = stats->objects;
     recovered->members = stats->members;

@@ -4,6 +4,7 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -15,6 +16,8 @@
 #include "actors/master/homes.hpp"
 #include "actors/master/master.hpp"
 #include "actors/master/membership.hpp"
+#include "actors/master/mq_groups.hpp"
+#include "actors/master/mq_log.hpp"
 #include "actors/master/persistence.hpp"
 #include "actors/master/pins.hpp"
 #include "actors/master/registry.hpp"
@@ -36,7 +39,29 @@ struct boot_state {
   master::pin_table pins;
   master::homes slots;
   master::owner_commit_log commits;
+  master::mq_log mq;
+  master::mq_groups mq_groups;
 };
+
+/// A consumer's poll that found nothing, waiting for messages.
+struct mq_parked_poll {
+  request_context ctx;
+  wire::mq_poll poll;
+  clock_time until;                 ///< answered empty then
+  std::optional<clock_time> retry;  ///< a nacked message falls due then
+};
+
+/// A produce waiting for room in a full topic (policy block).
+struct mq_blocked_produce {
+  request_context ctx;
+  wire::mq_produce produce;
+  std::vector<wire::mq_produced_one> results;  ///< of the messages appended so far
+  clock_time until;
+};
+
+/// Produces waiting for room, all topics together; past it a produce to
+/// a full topic is answered `overloaded` at once.
+inline constexpr std::size_t mq_blocked_max = 4096;
 
 struct master_state {
   std::optional<endpoint> ep;
@@ -67,6 +92,18 @@ struct master_state {
   /// Work waiting for an owner's lease to run out, by id.
   std::map<std::uint64_t, std::function<void()>> waiting;
   std::uint64_t next_waiting = 1;
+  // MQ (master_mq.cpp): the logs and groups, and the requests waiting.
+  master::mq_log mq;
+  master::mq_groups mq_groups;
+  /// One per member at most (a new poll answers the one before).
+  std::map<master::mq_member_id, mq_parked_poll> mq_polls;
+  /// By topic, oldest first; mq_blocked_max in all.
+  std::map<std::string, std::deque<mq_blocked_produce>, std::less<>> mq_blocked;
+  std::size_t mq_blocked_count = 0;
+  /// The lease each member asked for when it joined, renewed by its polls.
+  std::map<master::mq_member_id, std::int64_t> mq_lease_ms;
+  /// When the MQ timer fires next (none armed: nothing waits).
+  std::optional<clock_time> mq_timer_at;
   static inline const char* name = "sluice.master";
 };
 
@@ -113,6 +150,15 @@ void pins_changed(self_ptr self, const std::vector<std::string>& keys);
 void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p, bool settled = false);
 void on_inventory(self_ptr self, const request_context& ctx, const wire::inventory& inv);
 void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_replica& r);
+
+// --- MQ (master_mq.cpp) ---
+
+void on_mq(self_ptr self, const request_context& ctx, const wire::mq& m);
+/// Leases, ack deadlines and retention: run on every tick.
+void mq_tick(self_ptr self);
+/// The MQ state was reloaded from the store: what waited is answered
+/// `unavailable`.
+void mq_reloaded(self_ptr self);
 
 // --- slots handed to owners (master_homes.cpp) ---
 

@@ -264,6 +264,22 @@ void persistence::versions_used(std::uint64_t next_version) {
   write(version_key, value);
 }
 
+void persistence::mq_changed(const std::vector<mq_log_change>& log, const std::vector<mq_group_change>& groups) {
+  if (store_ == nullptr) return;
+  dirty_ = true;
+  auto ok = mq_journal(*store_, log);
+  if (ok) ok = mq_journal(*store_, groups);
+  if (!ok && !write_error_) write_error_ = ok.error();
+}
+
+result<mq_load_stats> persistence::load_mq(mq_log& log, mq_groups& groups) {
+  if (store_ == nullptr) return mq_load_stats{};
+  auto stats = mq_load(*store_, log, groups);
+  // Partitions of the restored topics join the restored groups.
+  if (stats) (void)groups.topics_changed(log);
+  return stats;
+}
+
 result<void> persistence::sync() {
   if (store_ == nullptr || !dirty_) return {};
   if (write_error_) {

@@ -25,6 +25,7 @@
 #include "actors/master/directory.hpp"
 #include "actors/master/homes.hpp"
 #include "actors/master/membership.hpp"
+#include "actors/master/mq_store.hpp"
 #include "actors/master/pins.hpp"
 #include "runtime/storage/durable_store.hpp"
 
@@ -63,6 +64,10 @@ class persistence {
   void home_changed(key_slot slot, std::optional<node_id> owner);
   /// `owner`'s own commits are applied through `seq` (0: forget it).
   void owner_commits_applied(node_id owner, std::uint64_t seq);
+  /// MQ topics, shells, groups and offsets changed (mq_store.hpp).
+  void mq_changed(const std::vector<mq_log_change>& log, const std::vector<mq_group_change>& groups);
+  /// Fills fresh MQ cores from the store.
+  result<mq_load_stats> load_mq(mq_log& log, mq_groups& groups);
   /// Call after every version handed out: moves the durable floor ahead
   /// of `next_version` when it came close.
   void versions_used(std::uint64_t next_version);

@@ -27,6 +27,24 @@ void forward_to_master(self_ptr self, const request_context& ctx, wire::body req
   });
 }
 
+/// Passes an MQ request on to the master, vouching for the client: the
+/// session a member speaks for is always its own. (A producer names
+/// itself: its id must outlive the process for retries to be deduped.)
+void forward_mq(self_ptr self, const request_context& ctx, wire::mq m) {
+  std::visit(overloaded{
+                 [&](wire::mq_join& j) { j.session = ctx.source.value; },
+                 [&](wire::mq_leave& l) { l.session = ctx.source.value; },
+                 [&](wire::mq_poll& p) { p.session = ctx.source.value; },
+                 [&](wire::mq_settle& s) { s.session = ctx.source.value; },
+                 [](auto&) {},
+             },
+             m.body);
+  ask_master(self, std::move(m), ctx.deadline, [self, ctx](result<wire::message> reply) {
+    if (!reply) return self->state.ep->reply_error(ctx, reply.error());
+    self->state.ep->reply(ctx, std::move(reply->env.body));
+  });
+}
+
 void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   auto& st = self->state;
   auto ctx = st.ep->context_of(link, msg);
@@ -71,6 +89,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
           },
           [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
+          [&](wire::mq& m) { forward_mq(self, ctx, std::move(m)); },
           [&](wire::rdma_connect& c) { serve_rdma_connect(self, ctx, c); },
           [&](wire::rdma_release& r) { serve_rdma_release(self, ctx, r); },
           [&](auto& other) {

@@ -274,6 +274,7 @@ class client {
   explicit client(std::unique_ptr<impl> state);
 
  private:
+  friend class mq;  // sluice/mq.hpp
   std::unique_ptr<impl> impl_;
 };
 

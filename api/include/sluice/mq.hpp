@@ -1,0 +1,229 @@
+// sluice/mq.hpp: topics of large payloads handed from producers to
+// consumer groups (docs/mq.md). A payload is written once into the pool of
+// the producer's owner; the master keeps only the message's shell (where
+// the payload is, its size, offset and producer) and the groups' offsets.
+//
+//   sluice::mq queue{**c};
+//   queue.create_topic("frames", {.partitions = 4});
+//   auto at = queue.produce("frames", bytes);            // committed: at->partition, at->offset
+//
+//   auto consumer = queue.subscribe("decoders", {"frames"});
+//   auto batch = consumer->poll({.max_messages = 8, .wait = std::chrono::seconds{1}});
+//   for (auto& m : *batch) {
+//     // m.payload->bytes() is a view into the pool
+//     consumer->ack(m);
+//   }
+//
+// Delivery is at-least-once: a message goes out again after a nack, when
+// its ack deadline passes, or when the member holding it leaves or its
+// lease lapses. Order is kept per partition.
+//
+// Thread safety: an mq may be used from many threads at once; a
+// consumer from one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/result.hpp"
+#include "sluice/value.hpp"
+
+namespace sluice {
+
+class client;
+
+/// What a produce to a full partition does.
+enum class full_policy : std::uint8_t {
+  block = 0,        ///< the producer waits for room (acks free it) until its deadline, then gets `overloaded`
+  reject = 1,       ///< the producer gets `overloaded` at once
+  drop_oldest = 2,  ///< the oldest messages go, consumed or not, to make room
+};
+
+struct topic_options {
+  /// 1 to 256. Order is kept per partition; a group reads its partitions
+  /// with as many members in parallel.
+  std::uint32_t partitions = 1;
+  /// Retention, per partition: a message goes when every group acked
+  /// past it, or when one of these limits says so (0: no limit).
+  std::chrono::milliseconds max_age{0};
+  std::uint64_t max_bytes = 0;
+  std::uint64_t max_messages = 0;
+  full_policy when_full = full_policy::block;
+  /// Copies of each payload on distinct owners (1 to 8): with 2, a
+  /// message survives the loss of one owner.
+  std::uint32_t payload_replicas = 1;
+  /// The largest message the topic takes (at most max_bytes, when set).
+  std::uint64_t max_message_bytes = std::uint64_t{64} << 20;
+  /// A (producer, message id) produced again within this window is not
+  /// appended twice (0: no dedupe); `dedupe_entries` ids are remembered
+  /// at most (0: 4096).
+  std::chrono::milliseconds dedupe_window{0};
+  std::uint64_t dedupe_entries = 0;
+  /// This call's deadline; 0 means the client's default.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct partition_info {
+  std::uint64_t start = 0;  ///< the lowest offset still held
+  std::uint64_t end = 0;    ///< the offset the next message gets
+  std::uint64_t bytes = 0;  ///< of the messages held
+};
+
+struct topic_info {
+  std::string name;
+  topic_options options;
+  std::vector<partition_info> partitions;
+};
+
+struct produce_options {
+  /// Messages with the same key go to the same partition (empty:
+  /// round-robin over the partitions).
+  std::string key{};
+  /// Names the message for dedupe (see topic_options::dedupe_window).
+  std::string message_id{};
+  /// Wins over `key`.
+  std::optional<std::uint32_t> partition{};
+  /// This call's deadline, waiting for room included; 0: the client's default.
+  std::chrono::milliseconds timeout{0};
+};
+
+/// Where a produced message was committed.
+struct produced {
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  /// The dedupe window had this message id: nothing was appended, and
+  /// (partition, offset) are the first produce's.
+  bool duplicate = false;
+};
+
+struct consumer_options {
+  /// A delivery not acked by then goes out again.
+  std::chrono::milliseconds ack_timeout{30'000};
+  /// Deliveries of one message at most; one more unacked and it is
+  /// dropped as dead (logged by the master).
+  std::uint32_t max_deliveries = 5;
+  /// Deliveries one member holds unacked at most.
+  std::uint32_t prefetch = 16;
+  /// A new group starts at the end of each partition rather than its start.
+  bool from_latest = false;
+  /// The member's lease: a member that does not poll for this long is
+  /// dropped and its partitions and unacked messages go to the others.
+  std::chrono::milliseconds lease{10'000};
+  /// Deadline of each call other than poll; 0: the client's default.
+  std::chrono::milliseconds timeout{0};
+};
+
+struct poll_options {
+  std::size_t max_messages = 16;  ///< 1 to 1024
+  std::uint64_t max_bytes = 0;    ///< 0: any; one larger message still comes alone
+  /// How long to wait for a message when none is there (0: do not wait).
+  std::chrono::milliseconds wait{1'000};
+};
+
+/// A delivered message.
+struct mq_message {
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t delivery_count = 0;  ///< 1 the first time
+  /// The payload, a view into the pool — or why it could not be read (a
+  /// payload lost with the only owner that held it).
+  result<value> payload = value{};
+  /// Names this delivery in ack and nack.
+  std::uint64_t generation = 0;
+};
+
+/// How far a group is behind on one partition.
+struct partition_lag {
+  std::string group;
+  std::string topic;
+  std::uint32_t partition = 0;
+  std::string member;          ///< the member holding it ("": none)
+  std::uint64_t committed = 0; ///< every offset below is acked
+  std::uint64_t next = 0;      ///< the next offset delivered for the first time
+  std::uint64_t in_flight = 0; ///< delivered, not acked
+  std::uint64_t messages = 0;  ///< held and not acked
+  std::uint64_t bytes = 0;
+};
+
+/// One member of a consumer group. Leaves the group when destroyed.
+class mq_consumer {
+ public:
+  mq_consumer(mq_consumer&&) noexcept;
+  mq_consumer& operator=(mq_consumer&&) noexcept;
+  ~mq_consumer();
+
+  /// Messages from the member's partitions: redeliveries first, then new
+  /// ones, each partition in offset order. Waits up to options.wait when
+  /// there are none; woken as soon as one is produced. Polling renews the
+  /// member's lease. An empty batch means nothing came in time.
+  result<std::vector<mq_message>> poll(const poll_options& options = {});
+  /// The message is done with: it is never delivered to this group again.
+  /// `conflict` when its partition moved to another member since (it will
+  /// be delivered there), `not_found` when it is not held unacked.
+  result<void> ack(const mq_message& message);
+  /// Acks every message of the partition held by this member at or below `offset`.
+  result<std::uint64_t> ack_upto(std::string_view topic, std::uint32_t partition, std::uint64_t offset);
+  /// Gives the message back, to be delivered again after `delay`.
+  result<void> nack(const mq_message& message, std::chrono::milliseconds delay = {});
+  /// The group reads the partition from `offset` on next (replay or skip).
+  result<void> seek(std::string_view topic, std::uint32_t partition, std::uint64_t offset);
+  /// ... from the first message produced at or after `time` (ms since the Unix epoch).
+  result<void> seek_time(std::string_view topic, std::uint32_t partition, std::int64_t time_ms);
+  /// Leaves the group now: its partitions and unacked messages go to the
+  /// other members.
+  result<void> close();
+
+  const std::string& group() const noexcept;
+
+  struct impl;
+  explicit mq_consumer(std::unique_ptr<impl> state);
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+/// MQ through one client, which must outlive it. It produces as one
+/// producer: `producer` names it for dedupe (the same name after a
+/// restart dedupes retries of the old process); empty: a fresh id.
+class mq {
+ public:
+  explicit mq(client& c, std::string_view producer = {});
+
+  /// Creates a topic: true when created, false when it exists with the
+  /// same options; `conflict` when it exists with others.
+  result<bool> create_topic(std::string_view name, const topic_options& options = {});
+  /// Deletes a topic with every message in it.
+  result<void> delete_topic(std::string_view name, std::chrono::milliseconds timeout = {});
+  /// Every topic, by name.
+  result<std::vector<topic_info>> topics(std::chrono::milliseconds timeout = {});
+
+  /// Writes `bytes` once into the pool and appends a message naming
+  /// them; returns where it was committed. A full topic with policy block
+  /// waits for room until the deadline (`overloaded` then).
+  result<produced> produce(std::string_view topic, std::span<const std::byte> bytes,
+                           const produce_options& options = {});
+  result<produced> produce(std::string_view topic, std::string_view text, const produce_options& options = {});
+
+  /// Joins `group` (created for `topics` if new) as a new member.
+  result<mq_consumer> subscribe(std::string_view group, std::vector<std::string> topics,
+                                const consumer_options& options = {});
+  /// Lag per partition of `group`, or of every group when empty.
+  result<std::vector<partition_lag>> lag(std::string_view group = {}, std::chrono::milliseconds timeout = {});
+  /// Deletes a group and its offsets; its members' next calls fail.
+  result<void> delete_group(std::string_view group, std::chrono::milliseconds timeout = {});
+
+ private:
+  struct topic_cache;
+  client* client_;
+  std::uint64_t producer_;
+  std::shared_ptr<topic_cache> topics_;  ///< what produce learned of each topic
+};
+
+}  // namespace sluice

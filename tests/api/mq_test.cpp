@@ -1,0 +1,297 @@
+// MQ through the public API (sluice/mq.hpp), against an in-process
+// cluster: topics, produce and consume with acks, redelivery, groups
+// sharing partitions, backpressure, dedupe, seek, lag and bad input.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/client.hpp"
+#include "sluice/mq.hpp"
+#include "sluice/node.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using sluice::errc;
+
+struct fixture {
+  std::unique_ptr<sluice::local_cluster> cluster;
+  std::unique_ptr<sluice::client> c;
+
+  fixture() {
+    auto started = sluice::local_cluster::start();
+    REQUIRE_MESSAGE(started.ok(), (started ? "" : started.error().to_string()));
+    cluster = std::move(*started);
+    c = connect();
+  }
+
+  std::unique_ptr<sluice::client> connect() {
+    auto k = cluster->connect();
+    REQUIRE_MESSAGE(k.ok(), (k ? "" : k.error().to_string()));
+    return std::move(*k);
+  }
+};
+
+std::string text_of(const sluice::mq_message& m) {
+  REQUIRE_MESSAGE(m.payload.ok(), (m.payload ? "" : m.payload.error().to_string()));
+  return std::string{m.payload->str()};
+}
+
+/// Polls until `n` messages came or `limit` passed.
+std::vector<sluice::mq_message> poll_n(sluice::mq_consumer& consumer, std::size_t n,
+                                       std::chrono::milliseconds limit = 5s) {
+  std::vector<sluice::mq_message> out;
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (out.size() < n && std::chrono::steady_clock::now() < end) {
+    auto batch = consumer.poll({.max_messages = n - out.size(), .wait = 200ms});
+    REQUIRE_MESSAGE(batch.ok(), (batch ? "" : batch.error().to_string()));
+    for (auto& m : *batch) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(fixture, "mq: a produced message is consumed once, in order, and acked messages never return") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("jobs").value());
+  CHECK_FALSE(q.create_topic("jobs").value());  // the same options again: nothing to do
+  for (int i = 0; i < 10; ++i) {
+    auto at = q.produce("jobs", "job-" + std::to_string(i));
+    REQUIRE_MESSAGE(at.ok(), (at ? "" : at.error().to_string()));
+    CHECK(at->partition == 0);
+    CHECK(at->offset == static_cast<std::uint64_t>(i));
+  }
+  auto consumer = q.subscribe("workers", {"jobs"}).value();
+  auto got = poll_n(consumer, 10);
+  REQUIRE(got.size() == 10);
+  for (int i = 0; i < 10; ++i) {
+    CHECK(got[static_cast<std::size_t>(i)].offset == static_cast<std::uint64_t>(i));
+    CHECK(text_of(got[static_cast<std::size_t>(i)]) == "job-" + std::to_string(i));
+    CHECK(got[static_cast<std::size_t>(i)].delivery_count == 1);
+    REQUIRE(consumer.ack(got[static_cast<std::size_t>(i)]).ok());
+  }
+  // Acked twice: the message is no longer held.
+  CHECK(consumer.ack(got[0]).code() == errc::not_found);
+  auto more = consumer.poll({.wait = 100ms});
+  REQUIRE(more.ok());
+  CHECK(more->empty());
+  auto lag = q.lag("workers").value();
+  REQUIRE(lag.size() == 1);
+  CHECK(lag[0].committed == 10);
+  CHECK(lag[0].messages == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a waiting poll is woken by a produce, not by its deadline") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("wake").ok());
+  auto consumer = q.subscribe("g", {"wake"}).value();
+  auto other = connect();
+  sluice::mq producer{*other};
+  auto started = std::chrono::steady_clock::now();
+  auto polled = std::async(std::launch::async, [&] { return consumer.poll({.wait = 10s}); });
+  std::this_thread::sleep_for(200ms);
+  REQUIRE(producer.produce("wake", "now").ok());
+  auto batch = polled.get();
+  auto took = std::chrono::steady_clock::now() - started;
+  REQUIRE(batch.ok());
+  REQUIRE(batch->size() == 1);
+  CHECK(text_of(batch->front()) == "now");
+  CHECK(took < 5s);  // far below the 10 s wait: the produce woke it
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a nacked message comes back with its delivery count raised") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("retry").ok());
+  REQUIRE(q.produce("retry", "payload").ok());
+  auto consumer = q.subscribe("g", {"retry"}).value();
+  auto first = poll_n(consumer, 1);
+  REQUIRE(first.size() == 1);
+  REQUIRE(consumer.nack(first[0]).ok());
+  auto second = poll_n(consumer, 1);
+  REQUIRE(second.size() == 1);
+  CHECK(second[0].offset == first[0].offset);
+  CHECK(second[0].delivery_count == 2);
+  CHECK(text_of(second[0]) == "payload");
+  // The first delivery's generation still names the partition's holder,
+  // but that delivery is settled: only the new one may be acked.
+  REQUIRE(consumer.ack(second[0]).ok());
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: unacked messages of a member that leaves go to another member, acked ones do not") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("handoff").ok());
+  for (int i = 0; i < 6; ++i) REQUIRE(q.produce("handoff", std::to_string(i)).ok());
+  auto second_client = connect();
+  sluice::mq q2{*second_client};
+  auto a = q.subscribe("g", {"handoff"}, {.prefetch = 6}).value();
+  auto got = poll_n(a, 6);
+  REQUIRE(got.size() == 6);
+  for (int i = 0; i < 3; ++i) REQUIRE(a.ack(got[static_cast<std::size_t>(i)]).ok());
+  auto b = q2.subscribe("g", {"handoff"}, {.prefetch = 6}).value();
+  REQUIRE(a.close().ok());
+  auto redelivered = poll_n(b, 3);
+  REQUIRE(redelivered.size() == 3);
+  std::set<std::uint64_t> offsets;
+  for (auto& m : redelivered) {
+    offsets.insert(m.offset);
+    CHECK(m.delivery_count == 2);
+    REQUIRE(b.ack(m).ok());
+  }
+  CHECK(offsets == std::set<std::uint64_t>{3, 4, 5});
+  auto none = b.poll({.wait = 100ms});
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: two members of a group never hold the same partition") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("wide", {.partitions = 4}).ok());
+  for (int i = 0; i < 40; ++i) REQUIRE(q.produce("wide", std::to_string(i)).ok());
+  auto other = connect();
+  sluice::mq q2{*other};
+  auto a = q.subscribe("g", {"wide"}).value();
+  auto b = q2.subscribe("g", {"wide"}).value();
+  std::map<std::uint32_t, std::set<int>> holders;  // partition -> which member got it
+  std::size_t seen = 0;
+  auto end = std::chrono::steady_clock::now() + 10s;
+  while (seen < 40 && std::chrono::steady_clock::now() < end) {
+    int who = 0;
+    for (auto* m : {&a, &b}) {
+      auto batch = m->poll({.wait = 50ms});
+      REQUIRE(batch.ok());
+      for (auto& msg : *batch) {
+        holders[msg.partition].insert(who);
+        REQUIRE(m->ack(msg).ok());
+        ++seen;
+      }
+      ++who;
+    }
+  }
+  CHECK(seen == 40);
+  REQUIRE(holders.size() == 4);
+  std::set<int> members;
+  for (auto& [p, who] : holders) {
+    CHECK(who.size() == 1);
+    members.insert(*who.begin());
+  }
+  CHECK(members.size() == 2);  // the partitions are spread over both
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a producer of a full topic waits for an ack, then goes on") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("tight", {.max_messages = 2}).ok());
+  auto consumer = q.subscribe("g", {"tight"}).value();
+  REQUIRE(q.produce("tight", "a").ok());
+  REQUIRE(q.produce("tight", "b").ok());
+  auto other = connect();
+  sluice::mq producer{*other};
+  // Full and nobody acks: the produce waits out its deadline.
+  auto refused = producer.produce("tight", "c", {.timeout = 500ms});
+  CHECK(refused.code() == errc::overloaded);
+  auto waiting = std::async(std::launch::async, [&] { return producer.produce("tight", "d", {.timeout = 10s}); });
+  auto got = poll_n(consumer, 2);
+  REQUIRE(got.size() == 2);
+  CHECK(waiting.wait_for(300ms) == std::future_status::timeout);  // still full: two unacked
+  REQUIRE(consumer.ack(got[0]).ok());
+  auto at = waiting.get();
+  REQUIRE_MESSAGE(at.ok(), (at ? "" : at.error().to_string()));
+  CHECK(at->offset == 2);
+  auto last = poll_n(consumer, 1);
+  REQUIRE(last.size() == 1);
+  CHECK(text_of(last[0]) == "d");
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a full topic that rejects answers overloaded at once") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("strict", {.max_messages = 1, .when_full = sluice::full_policy::reject}).ok());
+  auto consumer = q.subscribe("g", {"strict"}).value();
+  REQUIRE(q.produce("strict", "a").ok());
+  auto started = std::chrono::steady_clock::now();
+  CHECK(q.produce("strict", "b", {.timeout = 10s}).code() == errc::overloaded);
+  CHECK(std::chrono::steady_clock::now() - started < 5s);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a message id produced twice is appended once") {
+  sluice::mq q{*c, "producer-1"};
+  REQUIRE(q.create_topic("once", {.dedupe_window = 60s}).ok());
+  auto first = q.produce("once", "x", {.message_id = "m-1"}).value();
+  CHECK_FALSE(first.duplicate);
+  // Another process with the same producer name retries.
+  sluice::mq again{*c, "producer-1"};
+  auto second = again.produce("once", "x", {.message_id = "m-1"}).value();
+  CHECK(second.duplicate);
+  CHECK(second.offset == first.offset);
+  CHECK(q.produce("once", "y", {.message_id = "m-2"}).value().offset == first.offset + 1);
+  auto topics = q.topics().value();
+  REQUIRE(topics.size() == 1);
+  CHECK(topics[0].partitions[0].end == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: seek replays a partition from an offset") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("replay", {.max_messages = 100}).ok());
+  for (int i = 0; i < 5; ++i) REQUIRE(q.produce("replay", std::to_string(i)).ok());
+  auto consumer = q.subscribe("g", {"replay"}).value();
+  // A second group keeps the messages held while the first replays.
+  auto keeper = q.subscribe("keeper", {"replay"}).value();
+  auto got = poll_n(consumer, 5);
+  REQUIRE(got.size() == 5);
+  REQUIRE(consumer.ack_upto("replay", 0, 4).value() == 5);
+  REQUIRE(consumer.seek("replay", 0, 2).ok());
+  auto again = poll_n(consumer, 3);
+  REQUIRE(again.size() == 3);
+  CHECK(again[0].offset == 2);
+  CHECK(text_of(again[0]) == "2");
+  CHECK(consumer.seek("replay", 0, 99).code() == errc::invalid_argument);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: payloads stay until every group acked, then go") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("shared").ok());
+  auto a = q.subscribe("a", {"shared"}).value();
+  auto b = q.subscribe("b", {"shared"}).value();
+  REQUIRE(q.produce("shared", "both").ok());
+  auto from_a = poll_n(a, 1);
+  REQUIRE(from_a.size() == 1);
+  REQUIRE(a.ack(from_a[0]).ok());
+  CHECK(c->count("~mq/shared/").value() == 1);  // b has not acked
+  auto from_b = poll_n(b, 1);
+  REQUIRE(from_b.size() == 1);
+  CHECK(text_of(from_b[0]) == "both");
+  REQUIRE(b.ack(from_b[0]).ok());
+  auto end = std::chrono::steady_clock::now() + 5s;
+  while (c->count("~mq/shared/").value() != 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(c->count("~mq/shared/").value() == 0);
+  CHECK(q.topics().value()[0].partitions[0].start == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: bad input gets clear errors") {
+  sluice::mq q{*c};
+  CHECK(q.produce("nope", "x").code() == errc::not_found);
+  CHECK(q.create_topic("bad/name").code() == errc::invalid_argument);
+  CHECK(q.create_topic("zero", {.partitions = 0}).code() == errc::invalid_argument);
+  REQUIRE(q.create_topic("small", {.max_message_bytes = 4}).ok());
+  CHECK(q.create_topic("small", {.partitions = 2}).code() == errc::conflict);
+  CHECK(q.produce("small", "too large").code() == errc::invalid_argument);
+  CHECK(q.produce("small", "ok", {.partition = 7}).code() == errc::invalid_argument);
+  CHECK(q.subscribe("g", {"nope"}).code() == errc::not_found);
+  auto consumer = q.subscribe("g", {"small"}).value();
+  sluice::mq_message forged{"small", 0, 0, 1, sluice::value{}, 1};
+  CHECK(consumer.ack(forged).code() == errc::not_found);
+  forged.partition = 3;
+  CHECK_FALSE(consumer.ack(forged).ok());
+  CHECK(q.lag("nope").code() == errc::not_found);
+  // Nothing a refused produce wrote stays behind.
+  CHECK(c->count("~mq/").value() == 0);
+  CHECK(q.delete_topic("nope").code() == errc::not_found);
+}
