@@ -16,6 +16,7 @@
 
 #include "api/src/kv_calls.hpp"
 #include "sluice/client.hpp"
+#include "sluice/dict.hpp"
 
 namespace sluice {
 namespace {
@@ -31,6 +32,9 @@ std::uint64_t process_nonce() {
 }
 
 std::atomic<std::uint64_t> payload_seq{0};
+
+/// Messages in one append request to the master (its bound).
+constexpr std::size_t mq_produce_batch_max = 1024;
 
 std::string hex(std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";
@@ -100,12 +104,15 @@ struct mq_consumer::impl {
   std::string group;
   wire::mq_join join;
   consumer_options options;
-  bool joined = false;
+  /// Joins are made one at a time; every other call may run alongside.
+  std::mutex join_mutex;
+  std::atomic<bool> joined{false};
 
   result<void> do_join() {
+    std::lock_guard lock{join_mutex};
     auto reply = ask_mq<wire::mq_joined>(*c, wire::mq{join}, options.timeout, mq_reply<wire::mq_joined>);
     if (!reply) return std::move(reply).error();
-    joined = true;
+    joined.store(true, std::memory_order_release);
     return {};
   }
 
@@ -210,8 +217,7 @@ result<void> mq_consumer::seek_time(std::string_view topic, std::uint32_t partit
 }
 
 result<void> mq_consumer::close() {
-  if (!impl_ || !impl_->joined) return {};
-  impl_->joined = false;
+  if (!impl_ || !impl_->joined.exchange(false, std::memory_order_acq_rel)) return {};
   return impl_->ask<void>(wire::mq_leave{impl_->group, 0}, impl_->options.timeout, ok_reply);
 }
 
@@ -264,64 +270,197 @@ result<std::vector<topic_info>> mq::topics(std::chrono::milliseconds timeout) {
       });
 }
 
+result<topic_options> mq::config_of(std::string_view topic, std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lock{topics_->mutex};
+    if (auto it = topics_->known.find(topic); it != topics_->known.end()) return it->second;
+  }
+  // Learned once. (A topic deleted and made again with more replicas is
+  // seen by a new mq, or after a produce found it gone.)
+  auto listed = topics(timeout);
+  if (!listed) return std::move(listed).error();
+  std::lock_guard lock{topics_->mutex};
+  topics_->known.clear();
+  for (auto& t : *listed) topics_->known.emplace(t.name, t.options);
+  auto it = topics_->known.find(topic);
+  if (it == topics_->known.end()) return fail(errc::not_found, "no topic '" + std::string{topic} + "'");
+  return it->second;
+}
+
+std::string mq::payload_key(std::string_view topic) const {
+  return "~mq/" + std::string{topic} + "/" + hex(producer_) + "/" + hex(process_nonce()) + "-" +
+         hex(payload_seq.fetch_add(1, std::memory_order_relaxed));
+}
+
+namespace {
+
+result<void> check_size(std::string_view topic, const topic_options& config, std::uint64_t size) {
+  if (size <= config.max_message_bytes) return {};
+  return fail(errc::invalid_argument, "the message is " + std::to_string(size) + " bytes; topic '" +
+                                          std::string{topic} + "' takes at most " +
+                                          std::to_string(config.max_message_bytes));
+}
+
+put_options payload_put(const topic_options& config, std::chrono::milliseconds timeout) {
+  put_options put;
+  put.timeout = timeout;
+  put.replicas = config.payload_replicas;
+  return put;
+}
+
+mq_item item_of(const produce_options& o) { return mq_item{{}, o.key, o.message_id, o.partition}; }
+
+}  // namespace
+
+std::vector<result<produced>> mq::append(std::string_view topic, std::vector<std::string> keys,
+                                         std::span<const mq_item> items, std::span<const std::uint64_t> sizes,
+                                         std::chrono::milliseconds timeout) {
+  auto& c = *client_->impl_;
+  std::vector<result<produced>> out;
+  out.reserve(keys.size());
+  for (std::size_t first = 0; first < keys.size(); first += mq_produce_batch_max) {
+    auto n = std::min(keys.size() - first, mq_produce_batch_max);
+    wire::mq_produce p{std::string{topic}, producer_, {}};
+    p.messages.reserve(n);
+    for (std::size_t i = first; i < first + n; ++i) {
+      p.messages.push_back(wire::mq_message{keys[i], sizes[i], items[i].message_id, items[i].key,
+                                            items[i].partition.has_value(), items[i].partition.value_or(0)});
+    }
+    auto done = ask_mq<std::vector<result<produced>>>(
+        c, wire::mq{std::move(p)}, timeout, [n](result<wire::message>& reply) -> result<std::vector<result<produced>>> {
+          auto answered = mq_reply<wire::mq_produced>(reply);
+          if (!answered) return std::move(answered).error();
+          if (answered->results.size() != n) {
+            return error{errc::protocol, "a produce of " + std::to_string(n) + " messages answered " +
+                                             std::to_string(answered->results.size())};
+          }
+          std::vector<result<produced>> each;
+          each.reserve(n);
+          for (auto& r : answered->results) {
+            if (r.code != errc::ok) {
+              each.emplace_back(error{r.code, r.message});
+            } else {
+              each.emplace_back(produced{r.partition, r.offset, r.duplicate});
+            }
+          }
+          return each;
+        });
+    if (done) {
+      for (auto& r : *done) out.push_back(std::move(r));
+    } else {
+      for (std::size_t i = 0; i < n; ++i) out.emplace_back(done.error());
+    }
+  }
+  // Not appended: nothing will name the payload (the master frees a
+  // duplicate's itself). After a timeout the append may still have
+  // happened, so the payload stays. A topic gone (or made again) is
+  // learned afresh.
+  bool forget = false;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] || out[i].code() == errc::timeout) continue;
+    (void)client_->remove(keys[i], call_options{timeout});
+    forget = forget || out[i].code() == errc::not_found;
+  }
+  if (forget) {
+    std::lock_guard lock{topics_->mutex};
+    topics_->known.erase(std::string{topic});
+  }
+  return out;
+}
+
 result<produced> mq::produce(std::string_view topic, std::string_view text, const produce_options& options) {
   return produce(topic, std::as_bytes(std::span{text.data(), text.size()}), options);
 }
 
 result<produced> mq::produce(std::string_view topic, std::span<const std::byte> bytes,
                              const produce_options& options) {
-  auto& c = *client_->impl_;
-  // The payload's copies: as many as the topic asks for, learned once.
-  // (A topic deleted and made again with more replicas is seen by a new mq.)
-  auto key = "~mq/" + std::string{topic} + "/" + hex(producer_) + "/" + hex(process_nonce()) + "-" +
-             hex(payload_seq.fetch_add(1, std::memory_order_relaxed));
-  std::optional<topic_options> config;
-  {
-    std::lock_guard lock{topics_->mutex};
-    if (auto it = topics_->known.find(topic); it != topics_->known.end()) config = it->second;
+  auto config = config_of(topic, options.timeout);
+  if (!config) return std::move(config).error();
+  if (auto ok = check_size(topic, *config, bytes.size()); !ok) return ok.error();
+  auto key = payload_key(topic);
+  if (auto stored = client_->put(key, bytes, payload_put(*config, options.timeout)); !stored) {
+    return std::move(stored).error();
   }
-  if (!config) {
-    auto listed = topics(options.timeout);
-    if (!listed) return std::move(listed).error();
-    std::lock_guard lock{topics_->mutex};
-    topics_->known.clear();
-    for (auto& t : *listed) topics_->known.emplace(t.name, t.options);
-    auto it = topics_->known.find(topic);
-    if (it == topics_->known.end()) return fail(errc::not_found, "no topic '" + std::string{topic} + "'");
-    config = it->second;
+  auto item = item_of(options);
+  std::uint64_t size = bytes.size();
+  return std::move(append(topic, {std::move(key)}, {&item, 1}, {&size, 1}, options.timeout).front());
+}
+
+result<produced> mq::produce(std::string_view topic, const dict_builder& dict, const produce_options& options) {
+  auto room = reserve(topic, dict.encoded_size(), options.timeout);
+  if (!room) return std::move(room).error();
+  if (auto ok = dict.encode_into(room->bytes()); !ok) return ok.error();
+  return produce(std::move(*room), options);
+}
+
+result<mq_writable> mq::reserve(std::string_view topic, std::uint64_t size, std::chrono::milliseconds timeout) {
+  auto config = config_of(topic, timeout);
+  if (!config) return std::move(config).error();
+  if (auto ok = check_size(topic, *config, size); !ok) return ok.error();
+  auto key = payload_key(topic);
+  auto room = client_->reserve(key, size, payload_put(*config, timeout));
+  if (!room) return std::move(room).error();
+  return mq_writable{std::string{topic}, std::move(key), std::move(*room)};
+}
+
+result<produced> mq::produce(mq_writable&& message, const produce_options& options) {
+  auto taken = std::move(message);
+  std::uint64_t size = taken.bytes().size();
+  if (auto committed = taken.value_.commit(call_options{options.timeout}); !committed) {
+    return std::move(committed).error();
   }
-  if (bytes.size() > config->max_message_bytes) {
-    return fail(errc::invalid_argument, "the message is " + std::to_string(bytes.size()) + " bytes; topic '" +
-                                            std::string{topic} + "' takes at most " +
-                                            std::to_string(config->max_message_bytes));
+  auto item = item_of(options);
+  return std::move(append(taken.topic_, {std::move(taken.payload_key_)}, {&item, 1}, {&size, 1}, options.timeout).front());
+}
+
+std::vector<result<produced>> mq::produce_batch(std::string_view topic, std::span<const mq_item> items,
+                                                std::chrono::milliseconds timeout) {
+  if (items.empty()) return {};
+  auto config = config_of(topic, timeout);
+  if (!config) return std::vector<result<produced>>(items.size(), result<produced>{config.error()});
+  // The payloads first (pipelined when one copy each), then one append
+  // for those stored; each item's result in its place.
+  std::vector<result<produced>> out(items.size(), result<produced>{produced{}});
+  std::vector<std::size_t> sized;  // items within the topic's largest message
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (auto ok = check_size(topic, *config, items[i].bytes.size()); !ok) {
+      out[i] = ok.error();
+    } else {
+      sized.push_back(i);
+    }
   }
-  auto replicas = config->payload_replicas;
-  put_options put;
-  put.timeout = options.timeout;
-  put.replicas = replicas;
-  if (auto stored = client_->put(key, bytes, put); !stored) return std::move(stored).error();
-  wire::mq_message m{key, bytes.size(), options.message_id, options.key, options.partition.has_value(),
-                     options.partition.value_or(0)};
-  wire::mq_produce p{std::string{topic}, producer_, {std::move(m)}};
-  auto out = ask_mq<produced>(c, wire::mq{std::move(p)}, options.timeout,
-                              [](result<wire::message>& reply) -> result<produced> {
-                                auto done = mq_reply<wire::mq_produced>(reply);
-                                if (!done) return std::move(done).error();
-                                if (done->results.size() != 1) {
-                                  return error{errc::protocol, "a produce of one message answered " +
-                                                                   std::to_string(done->results.size())};
-                                }
-                                auto& r = done->results.front();
-                                if (r.code != errc::ok) return error{r.code, r.message};
-                                return produced{r.partition, r.offset, r.duplicate};
-                              });
-  // Not appended: nothing will name the payload (the master frees a
-  // duplicate's itself). A topic gone (or made again) is learned afresh.
-  if (!out && out.code() != errc::timeout) (void)client_->remove(key, call_options{options.timeout});
-  if (!out && out.code() == errc::not_found) {
-    std::lock_guard lock{topics_->mutex};
-    topics_->known.erase(std::string{topic});
+  std::vector<std::string> all_keys;
+  all_keys.reserve(sized.size());
+  for (std::size_t j = 0; j < sized.size(); ++j) all_keys.push_back(payload_key(topic));
+  std::vector<result<std::uint64_t>> puts;
+  if (config->payload_replicas == 1) {
+    std::vector<std::pair<std::string_view, std::span<const std::byte>>> batch;
+    batch.reserve(sized.size());
+    for (std::size_t j = 0; j < sized.size(); ++j) batch.emplace_back(all_keys[j], items[sized[j]].bytes);
+    puts = client_->put_batch(batch, call_options{timeout});
+  } else {
+    for (std::size_t j = 0; j < sized.size(); ++j) {
+      puts.push_back(client_->put(all_keys[j], items[sized[j]].bytes, payload_put(*config, timeout)));
+    }
   }
+  std::vector<std::size_t> stored;
+  std::vector<std::string> keys;
+  std::vector<std::uint64_t> sizes;
+  std::vector<mq_item> appended;
+  for (std::size_t j = 0; j < sized.size(); ++j) {
+    auto i = sized[j];
+    if (!puts[j]) {
+      out[i] = puts[j].error();
+      continue;
+    }
+    stored.push_back(i);
+    keys.push_back(std::move(all_keys[j]));
+    sizes.push_back(items[i].bytes.size());
+    appended.push_back(mq_item{{}, items[i].key, items[i].message_id, items[i].partition});
+  }
+  if (stored.empty()) return out;
+  auto results = append(topic, std::move(keys), appended, sizes, timeout);
+  for (std::size_t j = 0; j < stored.size(); ++j) out[stored[j]] = std::move(results[j]);
   return out;
 }
 

@@ -27,8 +27,9 @@ from sluice._errors import (
     Timeout,
     Unavailable,
 )
-from sluice._sluice import Client, LocalCluster, Request, Reservation, StreamWriter, View
+from sluice._sluice import Client, Consumer, LocalCluster, Message, Producer, Request, Reservation, StreamWriter, View
 from sluice._rpc import Stream
+from sluice._mq import Produced
 
 __all__ = [
     "connect",
@@ -39,6 +40,10 @@ __all__ = [
     "Request",
     "Stream",
     "StreamWriter",
+    "Producer",
+    "Produced",
+    "Consumer",
+    "Message",
     "DEFAULT_ADDRESS",
     "Error",
     "NotFound",

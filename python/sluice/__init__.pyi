@@ -1,7 +1,7 @@
 # Type stubs for the sluice package (the C++ extension's classes included).
 import asyncio
 from types import TracebackType
-from typing import Any, AsyncIterable, Awaitable, Callable, Iterable, Mapping, Sequence, Tuple, Union
+from typing import Any, AsyncIterable, Awaitable, Callable, Iterable, Mapping, NamedTuple, Sequence, Tuple, Union
 
 from sluice._errors import (
     Aborted as Aborted,
@@ -228,6 +228,111 @@ class Client:
         routing: str = "round_robin",
         window: int = 16,
     ) -> Stream: ...
+    def producer(self, name: str | None = None) -> Producer: ...
+    def consumer(
+        self,
+        group: str,
+        topics: str | Sequence[str],
+        *,
+        ack_timeout: float = 30.0,
+        max_deliveries: int = 5,
+        prefetch: int = 16,
+        from_latest: bool = False,
+        lease: float = 10.0,
+        batch: int = 16,
+        wait: float = 1.0,
+        timeout: float | None = None,
+    ) -> Consumer: ...
+
+class Produced(NamedTuple):
+    partition: int
+    offset: int
+    duplicate: bool
+
+class Producer:
+    """Produces messages to topics; manages topics and groups."""
+
+    def produce(
+        self,
+        topic: str,
+        value: Value,
+        *,
+        key: str | None = None,
+        msg_id: str | None = None,
+        partition: int | None = None,
+        timeout: float | None = None,
+    ) -> Produced: ...
+    def produce_many(
+        self,
+        topic: str,
+        values: Sequence[Value],
+        *,
+        keys: Sequence[str] | None = None,
+        msg_ids: Sequence[str] | None = None,
+        timeout: float | None = None,
+        return_exceptions: bool = False,
+    ) -> list[Produced | Error]: ...
+    def create_topic(
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        max_age: float = 0.0,
+        max_bytes: int = 0,
+        max_messages: int = 0,
+        when_full: str = "block",
+        payload_replicas: int = 1,
+        max_message_bytes: int = 64 << 20,
+        dedupe_window: float = 0.0,
+        dedupe_entries: int = 0,
+        timeout: float | None = None,
+    ) -> bool: ...
+    def delete_topic(self, name: str, *, timeout: float | None = None) -> None: ...
+    def topics(self, *, timeout: float | None = None) -> list[dict[str, Any]]: ...
+    def lag(self, group: str = "", *, timeout: float | None = None) -> list[dict[str, Any]]: ...
+    def delete_group(self, group: str, *, timeout: float | None = None) -> None: ...
+
+class Message:
+    """A delivered message; value aliases the pool."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def delivery_count(self) -> int: ...
+    @property
+    def value(self) -> Got | None: ...
+    @property
+    def error(self) -> Error | None: ...
+    def ack(self) -> None: ...
+    def nack(self, delay: float = 0.0) -> None: ...
+
+class Consumer:
+    """One member of a consumer group; iterate it (for or async for)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def batch(self) -> int: ...
+    @property
+    def wait(self) -> float: ...
+    def poll(self, max_messages: int = 16, max_bytes: int = 0, wait: float | None = None) -> list[Message]: ...
+    def ack(self, message: Message) -> None: ...
+    def nack(self, message: Message, delay: float = 0.0) -> None: ...
+    def ack_upto(self, topic: str, partition: int, offset: int) -> int: ...
+    def seek(self, topic: str, partition: int, offset: int | None = None, *, time: float | None = None) -> None: ...
+    def close(self) -> None: ...
+    def __iter__(self) -> "Consumer": ...
+    def __next__(self) -> Message: ...
+    def __aiter__(self) -> "Consumer": ...
+    async def __anext__(self) -> Message: ...
+    def __enter__(self) -> "Consumer": ...
+    def __exit__(self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None) -> bool: ...
 
 class LocalCluster:
     def __init__(self, *, config: str | None = None, config_text: str | None = None, listen: str | None = None) -> None: ...

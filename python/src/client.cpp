@@ -80,6 +80,7 @@ py_client connect(const std::string& address, double timeout, double connect_tim
 }  // namespace
 
 void bind_client_rpc(py::class_<py_client>& cls);
+void bind_mq(py::module_& m, py::class_<py_client>& cls);
 
 void bind_client(py::module_& m) {
   m.def("_connect", &connect, py::arg("address"), py::arg("timeout"), py::arg("connect_timeout"), py::arg("name"),
@@ -378,6 +379,7 @@ the GIL while it waits. Usable as a context manager, which closes it.
       py::arg("key"), py::arg("value"), py::arg("timeout"), py::arg("done"));
 
   bind_client_rpc(client_class);
+  bind_mq(m, client_class);
 
   py::class_<py_cluster>(m, "LocalCluster", R"doc(
 A master and an owner in this process, as `sluice up` runs them: for

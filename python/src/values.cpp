@@ -5,15 +5,11 @@
 #include <string>
 
 #include "python/src/view.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/memory/buffer.hpp"
 
 namespace sluice::python {
 namespace {
-
-/// Below this a dict, a tensor or a gathered value is assembled in the
-/// caller's thread and sent with the put; at and above, written into a
-/// reservation in the pool.
-constexpr std::size_t small_put_bytes_max = 256 * 1024;
 
 /// The pending Python error's text, cleared.
 std::string take_error_text() {
@@ -296,17 +292,28 @@ std::unique_ptr<put_plan> plan_dict(py::handle value, std::string_view what) {
   return plan_put(value);
 }
 
+bool one_buffer(const put_plan& plan) {
+  return plan.kind == put_plan::shape::bytes || plan.size() < small_put_bytes_max;
+}
+
+result<std::span<const std::byte>> assemble(const put_plan& plan) {
+  if (plan.kind == put_plan::shape::bytes) return plan.bytes;
+  SLUICE_ASSERT(plan.size() < small_put_bytes_max);
+  thread_local byte_buffer scratch;
+  if (scratch.size() < small_put_bytes_max) scratch = byte_buffer::allocate(small_put_bytes_max);
+  auto out = scratch.span().first(plan.size());
+  if (auto written = plan.write_into(out); !written) return std::move(written).error();
+  return std::span<const std::byte>{out};
+}
+
 result<std::uint64_t> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options) {
-  if (plan.kind == put_plan::shape::bytes) return c.put(key, plan.bytes, options);
   // A small value is assembled here and sent with the put, one round trip
   // (as C++'s put does below 256 KiB); a large one is written straight
   // into a reservation, one copy and two round trips.
-  if (plan.size() < small_put_bytes_max) {
-    thread_local byte_buffer scratch;
-    if (scratch.size() < small_put_bytes_max) scratch = byte_buffer::allocate(small_put_bytes_max);
-    auto out = scratch.span().first(plan.size());
-    if (auto written = plan.write_into(out); !written) return std::move(written).error();
-    return c.put(key, std::span<const std::byte>{out}, options);
+  if (one_buffer(plan)) {
+    auto bytes = assemble(plan);
+    if (!bytes) return std::move(bytes).error();
+    return c.put(key, *bytes, options);
   }
   auto room = c.reserve(key, plan.size(), options);
   if (!room) return std::move(room).error();

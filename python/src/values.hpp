@@ -67,6 +67,18 @@ std::unique_ptr<put_plan> plan_put(py::handle value);
 /// stream items. Raises InvalidArgument, naming `what`, for anything else.
 std::unique_ptr<put_plan> plan_dict(py::handle value, std::string_view what);
 
+/// Below this a dict, a tensor or a gathered value is assembled in the
+/// caller's thread and sent with the put; at and above, written into a
+/// reservation in the pool.
+inline constexpr std::size_t small_put_bytes_max = 256 * 1024;
+
+/// Whether `plan` goes as one buffer: plain bytes, or small enough to assemble.
+bool one_buffer(const put_plan& plan);
+/// REQUIRES: one_buffer(plan). Its bytes: plan.bytes, or the value
+/// assembled in this thread's scratch (valid until the thread's next
+/// assemble). Called without the GIL.
+result<std::span<const std::byte>> assemble(const put_plan& plan);
+
 /// Stores `plan` under `key`. Called without the GIL.
 result<std::uint64_t> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options);
 

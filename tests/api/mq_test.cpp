@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "sluice/client.hpp"
+#include "sluice/dict.hpp"
 #include "sluice/mq.hpp"
 #include "sluice/node.hpp"
 
@@ -294,4 +296,101 @@ TEST_CASE_FIXTURE(fixture, "mq: bad input gets clear errors") {
   // Nothing a refused produce wrote stays behind.
   CHECK(c->count("~mq/").value() == 0);
   CHECK(q.delete_topic("nope").code() == errc::not_found);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a dict with a tensor is one message, read back as the same fields") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("frames").ok());
+  std::vector<float> pixels(1 << 16);
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) * 0.5f;
+  sluice::dict_builder d;
+  REQUIRE(d.add_int64("step", 42).ok());
+  REQUIRE(d.add_string("camera", "left").ok());
+  sluice::tensor_info info{.dtype = sluice::dtype_float32, .shape = {256, 256}};
+  REQUIRE(d.add_tensor("image", info, std::as_bytes(std::span{pixels})).ok());
+  auto at = q.produce("frames", d);
+  REQUIRE_MESSAGE(at.ok(), (at ? "" : at.error().to_string()));
+  auto consumer = q.subscribe("viewers", {"frames"}).value();
+  auto got = poll_n(consumer, 1);
+  REQUIRE(got.size() == 1);
+  REQUIRE(got[0].payload.ok());
+  auto dict = sluice::dict_view::parse(got[0].payload->bytes());
+  REQUIRE_MESSAGE(dict.ok(), (dict ? "" : dict.error().to_string()));
+  CHECK(dict->find("step")->as_int64().value() == 42);
+  CHECK(dict->find("camera")->as_string().value() == "left");
+  auto image = dict->find("image")->as_tensor();
+  REQUIRE(image.ok());
+  auto data = image->data;
+  REQUIRE(data.size() == pixels.size() * sizeof(float));
+  CHECK(std::memcmp(data.data(), pixels.data(), data.size()) == 0);
+  CHECK(consumer.ack(got[0]).ok());
+}
+
+TEST_CASE("mq: a reserved message is written in place and produced") {
+  // An owner that listens, so the client reaches it through shared memory.
+  sluice::local_cluster_options listening;
+  listening.listen = "127.0.0.1:0";
+  auto cluster = sluice::local_cluster::start(listening);
+  REQUIRE_MESSAGE(cluster.ok(), (cluster ? "" : cluster.error().to_string()));
+  sluice::client_options shm;
+  shm.transport = sluice::client_transport::shared_memory;
+  auto local = sluice::client::connect((*cluster)->client_address(), shm);
+  REQUIRE_MESSAGE(local.ok(), (local ? "" : local.error().to_string()));
+  sluice::mq q{**local};
+  REQUIRE(q.create_topic("blobs", {.max_message_bytes = 1 << 20}).ok());
+  auto room = q.reserve("blobs", 1 << 20);
+  REQUIRE_MESSAGE(room.ok(), (room ? "" : room.error().to_string()));
+  auto bytes = room->bytes();
+  REQUIRE(bytes.size() == std::size_t{1} << 20);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7);
+  const auto* written_at = bytes.data();
+  auto at = q.produce(std::move(*room));
+  REQUIRE_MESSAGE(at.ok(), (at ? "" : at.error().to_string()));
+  CHECK(at->offset == 0);
+  auto consumer = q.subscribe("readers", {"blobs"}).value();
+  auto got = poll_n(consumer, 1);
+  REQUIRE(got.size() == 1);
+  auto read = got[0].payload->bytes();
+  REQUIRE(read.size() == bytes.size());
+  bool same = true;
+  for (std::size_t i = 0; i < read.size(); ++i) same = same && read[i] == static_cast<std::byte>(i * 7);
+  CHECK(same);
+  // On the owner's host the reservation was the pool memory the consumer reads.
+  CHECK(static_cast<const void*>(read.data()) == static_cast<const void*>(written_at));
+  CHECK(q.reserve("blobs", (1 << 20) + 1).code() == errc::invalid_argument);
+  CHECK(q.reserve("nope", 8).code() == errc::not_found);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: a batch is appended in order with one result per message") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("batch", {.partitions = 2, .max_message_bytes = 16, .dedupe_window = 60s}).ok());
+  std::vector<std::string> texts;
+  for (int i = 0; i < 2000; ++i) texts.push_back("m" + std::to_string(i));
+  texts[5] = std::string(17, 'x');  // over the topic's largest message
+  std::vector<sluice::mq_item> items;
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    items.push_back({std::as_bytes(std::span{texts[i].data(), texts[i].size()}), {}, "id" + std::to_string(i),
+                     static_cast<std::uint32_t>(i % 2)});
+  }
+  auto done = q.produce_batch("batch", items);
+  REQUIRE(done.size() == items.size());
+  CHECK(done[5].code() == errc::invalid_argument);
+  std::map<std::uint32_t, std::uint64_t> next;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    if (i == 5) continue;
+    REQUIRE_MESSAGE(done[i].ok(), (done[i] ? "" : done[i].error().to_string()));
+    CHECK(done[i]->partition == i % 2);
+    CHECK(done[i]->offset == next[done[i]->partition]++);  // in order, per partition
+  }
+  // The same ids again: duplicates, nothing appended.
+  std::vector<sluice::mq_item> again(items.begin(), items.begin() + 3);
+  auto dup = q.produce_batch("batch", again);
+  CHECK(dup[0]->duplicate);
+  CHECK(dup[1]->duplicate);
+  CHECK(dup[1]->offset == done[1]->offset);
+  auto topics = q.topics().value();
+  REQUIRE(topics.size() == 1);
+  CHECK(topics[0].partitions[0].end + topics[0].partitions[1].end == 1999);
+  CHECK(q.produce_batch("nope", again)[2].code() == errc::not_found);
+  CHECK(q.produce_batch("batch", {}).empty());
 }

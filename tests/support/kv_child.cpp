@@ -6,6 +6,16 @@
 //   kv_child ADDRESS pin KEY             pin KEY (for its session) and wait
 //   kv_child ADDRESS hammer ID OPS SIZE  put/get/verify OPS values of its own;
 //                                        prints "ok N" or "bad ..." and exits
+//   kv_child ADDRESS mq-hold TOPIC GROUP TAKE ACK
+//                                        joins GROUP (lease 1 s), polls until
+//                                        it holds TAKE messages, acks the first
+//                                        ACK, prints "ready" and one line per
+//                                        acked offset ("acked P O"), then polls
+//                                        on (renewing its lease) until killed
+//   kv_child ADDRESS mq-produce TOPIC SIZE
+//                                        produces SIZE-byte messages, each its
+//                                        number then a pattern of it, without
+//                                        end; "ready" after the first
 
 #include <chrono>
 #include <cstdio>
@@ -14,6 +24,8 @@
 #include <unistd.h>
 
 #include "sluice/client.hpp"
+#include "sluice/mq.hpp"
+#include "tests/support/mq_pattern.hpp"
 
 namespace {
 
@@ -43,6 +55,63 @@ int hammer(sluice::client& kv, const std::string& id, int ops, std::size_t size)
   }
   std::printf("ok %d\n", ops);
   return 0;
+}
+
+int mq_hold(sluice::client& c, const std::string& topic, const std::string& group, std::size_t take,
+            std::size_t ack) {
+  sluice::mq q{c};
+  sluice::consumer_options o;
+  o.lease = std::chrono::milliseconds{1000};
+  o.prefetch = static_cast<std::uint32_t>(take);
+  auto consumer = q.subscribe(group, {topic}, o);
+  if (!consumer) {
+    std::printf("bad subscribe: %s\n", consumer.error().to_string().c_str());
+    return 1;
+  }
+  std::vector<sluice::mq_message> held;
+  while (held.size() < take) {
+    auto batch = consumer->poll({.max_messages = take - held.size(), .wait = std::chrono::milliseconds{500}});
+    if (!batch) {
+      std::printf("bad poll: %s\n", batch.error().to_string().c_str());
+      return 1;
+    }
+    for (auto& m : *batch) held.push_back(std::move(m));
+  }
+  std::printf("ready\n");
+  for (std::size_t i = 0; i < ack; ++i) {
+    if (auto ok = consumer->ack(held[i]); !ok) {
+      std::printf("bad ack: %s\n", ok.error().to_string().c_str());
+      return 1;
+    }
+    std::printf("acked %u %llu\n", held[i].partition, static_cast<unsigned long long>(held[i].offset));
+  }
+  std::printf("held\n");
+  std::fflush(stdout);
+  // Holds the rest unacked, keeping its lease, until killed.
+  for (;;) (void)consumer->poll({.max_messages = 1, .max_bytes = 0, .wait = std::chrono::milliseconds{200}});
+}
+
+int mq_produce(sluice::client& c, const std::string& topic, std::size_t size) {
+  sluice::mq q{c, "kv-child"};
+  for (std::uint64_t n = 0;; ++n) {
+    auto room = q.reserve(topic, size);
+    if (!room) {
+      std::printf("bad reserve: %s\n", room.error().to_string().c_str());
+      return 1;
+    }
+    auto body = sluice::test::numbered_message(n, size);
+    // Written in two halves, so a kill may land between them.
+    std::memcpy(room->bytes().data(), body.data(), size / 2);
+    std::memcpy(room->bytes().data() + size / 2, body.data() + size / 2, size - size / 2);
+    if (auto at = q.produce(std::move(*room)); !at) {
+      std::printf("bad produce: %s\n", at.error().to_string().c_str());
+      return 1;
+    }
+    if (n == 0) {
+      std::printf("ready\n");
+      std::fflush(stdout);
+    }
+  }
 }
 
 }  // namespace
@@ -98,5 +167,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     return hammer(**kv, argv[3], std::stoi(argv[4]), std::stoull(argv[5]));
   }
+  if (action == "mq-hold" && argc == 7) {
+    return mq_hold(**kv, argv[3], argv[4], std::stoull(argv[5]), std::stoull(argv[6]));
+  }
+  if (action == "mq-produce" && argc == 5) return mq_produce(**kv, argv[3], std::stoull(argv[4]));
   return 2;
 }

@@ -18,8 +18,8 @@
 // its ack deadline passes, or when the member holding it leaves or its
 // lease lapses. Order is kept per partition.
 //
-// Thread safety: an mq may be used from many threads at once; a
-// consumer from one thread at a time.
+// Thread safety: an mq and a consumer may each be used from many threads
+// at once (a consumer's poll in one thread, its acks from others).
 #pragma once
 
 #include <chrono>
@@ -31,12 +31,13 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/client.hpp"
 #include "sluice/result.hpp"
 #include "sluice/value.hpp"
 
 namespace sluice {
 
-class client;
+class dict_builder;
 
 /// What a produce to a full partition does.
 enum class full_policy : std::uint8_t {
@@ -91,6 +92,37 @@ struct produce_options {
   std::optional<std::uint32_t> partition{};
   /// This call's deadline, waiting for room included; 0: the client's default.
   std::chrono::milliseconds timeout{0};
+};
+
+/// One message of mq::produce_batch: its bytes (borrowed until the call
+/// returns) and what produce_options would say of it.
+struct mq_item {
+  std::span<const std::byte> bytes{};
+  std::string key{};
+  std::string message_id{};
+  std::optional<std::uint32_t> partition{};
+};
+
+/// Room in the pool for one message, written in place and then produced
+/// with mq::produce(mq_writable&&, ...): on the owner's host bytes() is
+/// the pool memory the payload lives in, so the message is never copied.
+/// Destroying it unproduced gives the room back.
+class mq_writable {
+ public:
+  mq_writable(mq_writable&&) noexcept = default;
+  mq_writable& operator=(mq_writable&&) noexcept = default;
+
+  /// Where to write the message; exactly the size reserved.
+  std::span<std::byte> bytes() const noexcept { return value_.bytes(); }
+  const std::string& topic() const noexcept { return topic_; }
+
+ private:
+  friend class mq;
+  mq_writable(std::string topic, std::string payload_key, writable_value value)
+      : topic_(std::move(topic)), payload_key_(std::move(payload_key)), value_(std::move(value)) {}
+  std::string topic_;
+  std::string payload_key_;
+  writable_value value_;
 };
 
 /// Where a produced message was committed.
@@ -210,6 +242,19 @@ class mq {
   result<produced> produce(std::string_view topic, std::span<const std::byte> bytes,
                            const produce_options& options = {});
   result<produced> produce(std::string_view topic, std::string_view text, const produce_options& options = {});
+  /// A dict (sluice/dict.hpp: scalars, byte buffers, tensors) as one
+  /// message: each field's buffers are copied once, to their place in the pool.
+  result<produced> produce(std::string_view topic, const dict_builder& dict, const produce_options& options = {});
+  /// Room for a message of `size` bytes in `topic`, to write in place
+  /// (see mq_writable); `invalid_argument` over the topic's largest message.
+  result<mq_writable> reserve(std::string_view topic, std::uint64_t size, std::chrono::milliseconds timeout = {});
+  /// Commits what was written into `message` and appends it.
+  result<produced> produce(mq_writable&& message, const produce_options& options = {});
+  /// Several messages to one topic: their payloads are put pipelined and
+  /// appended with one request to the master per 1024 messages, in order.
+  /// One result per item; `timeout` bounds the whole call.
+  std::vector<result<produced>> produce_batch(std::string_view topic, std::span<const mq_item> items,
+                                              std::chrono::milliseconds timeout = {});
 
   /// Joins `group` (created for `topics` if new) as a new member.
   result<mq_consumer> subscribe(std::string_view group, std::vector<std::string> topics,
@@ -221,6 +266,15 @@ class mq {
 
  private:
   struct topic_cache;
+  /// What the topic takes (payload replicas, largest message), learned once.
+  result<topic_options> config_of(std::string_view topic, std::chrono::milliseconds timeout);
+  /// A fresh object key for one payload of `topic`.
+  std::string payload_key(std::string_view topic) const;
+  /// Appends messages whose payloads are committed; frees the payloads of
+  /// those not appended. One result per message.
+  std::vector<result<produced>> append(std::string_view topic, std::vector<std::string> keys,
+                                       std::span<const mq_item> items, std::span<const std::uint64_t> sizes,
+                                       std::chrono::milliseconds timeout);
   client* client_;
   std::uint64_t producer_;
   std::shared_ptr<topic_cache> topics_;  ///< what produce learned of each topic
