@@ -16,6 +16,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/master/master_state.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/overloaded.hpp"
 
 namespace sluice::master_detail {
@@ -529,9 +530,59 @@ void on_mq(self_ptr self, const request_context& ctx, const wire::mq& m) {
              m.body);
 }
 
+/// Whether a produce waiting for room names `key`.
+bool waits_to_append(const master_state& st, std::string_view key) {
+  for (auto& [topic, queue] : st.mq_blocked) {
+    for (auto& b : queue) {
+      for (auto& m : b.produce.messages) {
+        if (m.payload == key) return true;
+      }
+    }
+  }
+  return false;
+}
+
+/// A producer that dies between committing a payload and appending its
+/// message leaves an object under `~mq/` that nothing names: every shell's
+/// payload is pinned, so an unpinned payload key that no waiting produce
+/// names, seen so on two sweeps mq_orphan_grace apart, is freed. A few
+/// keys per tick, so a long log costs no pause.
+void sweep_orphans(self_ptr self) {
+  auto& st = self->state;
+  auto now_ms = st.wall_ms();
+  if (now_ms - st.mq_swept_ms < 1000) return;  // once a second at most
+  st.mq_swept_ms = now_ms;
+  auto grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.cfg.mq_orphan_grace).count();
+  auto page = st.dir.list("~mq/", st.mq_sweep_after, mq_sweep_batch);
+  for (auto& k : page.keys) {
+    if (st.pins.pinned(k.key, now_ms) || st.expiring.count(k.key) != 0 || waits_to_append(st, k.key)) {
+      st.mq_orphan_suspects.erase(k.key);
+      continue;
+    }
+    auto it = st.mq_orphan_suspects.find(k.key);
+    if (it == st.mq_orphan_suspects.end()) {
+      if (st.mq_orphan_suspects.size() < mq_orphan_suspects_max) st.mq_orphan_suspects.emplace(k.key, now_ms);
+      continue;
+    }
+    if (now_ms - it->second < grace_ms) continue;
+    st.ep->log()->info("mq: freeing payload '{}': no message names it", k.key);
+    st.mq_orphan_suspects.erase(it);
+    free_payload(self, k.key);
+  }
+  if (page.more && !page.keys.empty()) {
+    st.mq_sweep_after = page.keys.back().key;
+    return;
+  }
+  // A round is done: forget suspects that went meanwhile.
+  st.mq_sweep_after.clear();
+  std::erase_if(st.mq_orphan_suspects, [&](const auto& s) { return st.dir.find_any(s.first) == nullptr; });
+  SLUICE_ASSERT(st.mq_orphan_suspects.size() <= mq_orphan_suspects_max);
+}
+
 void mq_tick(self_ptr self) {
   auto& st = self->state;
   st.mq_timer_at.reset();
+  sweep_orphans(self);
   auto now_ms = st.wall_ms();
   auto lapsed = st.mq_groups.expire(now_ms, st.mq);
   for (auto& m : lapsed.members) {

@@ -62,6 +62,9 @@ struct mq_blocked_produce {
 /// Produces waiting for room, all topics together; past it a produce to
 /// a full topic is answered `overloaded` at once.
 inline constexpr std::size_t mq_blocked_max = 4096;
+/// Payload keys the orphan sweep looks at per tick, and remembers at most.
+inline constexpr std::size_t mq_sweep_batch = 1024;
+inline constexpr std::size_t mq_orphan_suspects_max = 65536;
 
 struct master_state {
   std::optional<endpoint> ep;
@@ -104,6 +107,12 @@ struct master_state {
   std::map<master::mq_member_id, std::int64_t> mq_lease_ms;
   /// When the MQ timer fires next (none armed: nothing waits).
   std::optional<clock_time> mq_timer_at;
+  /// The orphan sweep (master_mq.cpp): where it goes on in `~mq/`, and
+  /// each unnamed payload it saw with when it first saw it
+  /// (mq_orphan_suspects_max at most).
+  std::string mq_sweep_after;
+  std::int64_t mq_swept_ms = 0;
+  std::map<std::string, std::int64_t, std::less<>> mq_orphan_suspects;
   static inline const char* name = "sluice.master";
 };
 

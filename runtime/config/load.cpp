@@ -334,6 +334,7 @@ constexpr key_spec master_keys[] = {
     {"placement", store<&node_config::master, &master_section::placement, read_placement>},
     {"data_dir", store<&node_config::master, &master_section::data_dir, read_string>},
     {"fsync", store<&node_config::master, &master_section::fsync, read_bool>},
+    {"mq_orphan_grace", store<&node_config::master, &master_section::mq_orphan_grace, read_duration>},
 };
 constexpr key_spec owner_keys[] = {
     {"master", store<&node_config::owner, &owner_section::master, read_string>},

@@ -66,6 +66,10 @@ struct master_section {
   /// Each change is on disk (fsync) before it is acknowledged: it survives
   /// a crash of the machine. false: it survives a crash of the process.
   bool fsync = true;
+  /// An MQ payload committed under `~mq/` that no message names (its
+  /// producer died between writing it and appending the message) is
+  /// freed once seen unnamed for this long.
+  microseconds mq_orphan_grace{900'000'000};
 };
 
 /// How an owner's pool pages get their memory.

@@ -394,3 +394,27 @@ TEST_CASE_FIXTURE(fixture, "mq: a batch is appended in order with one result per
   CHECK(q.produce_batch("nope", again)[2].code() == errc::not_found);
   CHECK(q.produce_batch("batch", {}).empty());
 }
+
+TEST_CASE("mq: a payload no message names is freed after the orphan grace, a named one stays") {
+  sluice::local_cluster_options o;
+  o.config_text = "[master]\nmq_orphan_grace = \"1s\"\n";
+  auto cluster = sluice::local_cluster::start(o);
+  REQUIRE_MESSAGE(cluster.ok(), (cluster ? "" : cluster.error().to_string()));
+  auto c = (*cluster)->connect().value();
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("jobs").ok());
+  REQUIRE(q.produce("jobs", "named").ok());
+  // What a producer that died between its two steps leaves behind.
+  REQUIRE(c->put("~mq/jobs/dead-producer/0", "orphan").ok());
+  CHECK(c->count("~mq/").value() == 2);
+  auto end = std::chrono::steady_clock::now() + 15s;
+  while (c->exists("~mq/jobs/dead-producer/0").value() && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK_FALSE(c->exists("~mq/jobs/dead-producer/0").value());
+  CHECK(c->count("~mq/").value() == 1);
+  auto consumer = q.subscribe("g", {"jobs"}).value();
+  auto got = poll_n(consumer, 1);
+  REQUIRE(got.size() == 1);
+  CHECK(text_of(got[0]) == "named");
+}
