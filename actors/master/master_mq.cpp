@@ -47,12 +47,13 @@ master::mq_topic_config core_config(const wire::mq_topic_config& w) {
   c.dedupe_window_ms = w.dedupe_window_ms;
   c.dedupe_entries_max = w.dedupe_entries_max;
   if (c.dedupe_window_ms > 0 && c.dedupe_entries_max == 0) c.dedupe_entries_max = 4096;
+  c.dead_letter = w.dead_letter;
   return c;
 }
 
 wire::mq_topic_config wire_config(const master::mq_topic_config& c) {
   return {c.partitions, c.max_age_ms,       c.max_bytes,        c.max_messages,      static_cast<wire::mq_full>(c.full),
-          c.payload_replicas, c.max_message_bytes, c.dedupe_window_ms, c.dedupe_entries_max};
+          c.payload_replicas, c.max_message_bytes, c.dedupe_window_ms, c.dedupe_entries_max, c.dead_letter};
 }
 
 master::mq_group_config core_group(const wire::mq_group_config& w) {
@@ -111,6 +112,42 @@ void free_payloads(self_ptr self, const std::vector<std::string>& keys) {
   for (auto& k : keys) free_payload(self, k);
 }
 
+void wake_members(self_ptr self, const std::vector<mq_member_id>& members);
+
+/// A message ran out of deliveries in a group: it counts as acked there,
+/// and goes on to its topic's dead-letter topic, when it has one, as a
+/// shell naming the same payload, with its origin as message id.
+void dead_letter(self_ptr self, const master::mq_dead_letter& d) {
+  auto& st = self->state;
+  auto& from = d.partition;
+  auto* cfg = st.mq.config_of(from.topic);
+  auto where = from.topic + "/" + std::to_string(from.partition) + "/" + std::to_string(d.shell.offset);
+  if (cfg == nullptr || cfg->dead_letter.empty()) {
+    st.ep->log()->warn("mq: {} ran out of deliveries in group '{}'; dropped (no dead-letter topic)", where, d.group);
+    return;
+  }
+  auto* to = st.mq.config_of(cfg->dead_letter);
+  if (to == nullptr) {
+    st.ep->log()->warn("mq: {} ran out of deliveries in group '{}'; dropped: dead-letter topic '{}' does not exist",
+                       where, d.group, cfg->dead_letter);
+    return;
+  }
+  auto origin = where + "@" + d.group;
+  if (origin.size() > master::mq_message_id_bytes_max) origin.clear();
+  master::mq_message msg{d.shell.payload, d.shell.size_bytes, d.shell.producer, origin, {},
+                         from.partition % to->partitions, true};
+  auto appended = st.mq.append(cfg->dead_letter, msg, st.wall_ms());
+  if (!appended) {
+    st.ep->log()->warn("mq: {} ran out of deliveries in group '{}'; dropped: dead-letter topic '{}' refused it: {}",
+                       where, d.group, cfg->dead_letter, appended.error().message());
+    return;
+  }
+  free_payloads(self, appended->dropped);
+  st.ep->log()->info("mq: {} ran out of deliveries in group '{}'; dead-lettered to {}/{}/{}", where, d.group,
+                     cfg->dead_letter, appended->partition, appended->offset);
+  wake_members(self, st.mq_groups.wake(cfg->dead_letter, appended->partition));
+}
+
 void answer_parked(self_ptr self, std::map<mq_member_id, mq_parked_poll>::iterator it, wire::mq_polled polled) {
   auto ctx = it->second.ctx;
   self->state.mq_polls.erase(it);
@@ -122,7 +159,8 @@ wire::mq_polled to_wire(master::mq_polled& p) {
   out.deliveries.reserve(p.deliveries.size());
   for (auto& d : p.deliveries) {
     out.deliveries.push_back({{d.partition.topic, d.partition.partition}, d.offset, std::move(d.payload),
-                              d.size_bytes, d.delivery_count, d.generation, d.ack_deadline_ms});
+                              d.size_bytes, d.delivery_count, d.generation, d.ack_deadline_ms,
+                              std::move(d.message_id)});
   }
   return out;
 }
@@ -438,10 +476,7 @@ void on_settle(self_ptr self, const request_context& ctx, const wire::mq_settle&
     case wire::mq_settle_kind::nack: {
       auto dead = st.mq_groups.nack(s.group, s.session, id, s.offset, s.generation, s.delay_ms, st.wall_ms(), st.mq);
       if (!dead) return answer_error(self, ctx, dead.error());
-      if (*dead) {
-        st.ep->log()->warn("mq: {}/{} offset {} ran out of deliveries in group '{}'", id.topic, id.partition,
-                           s.offset, s.group);
-      }
+      if (*dead) dead_letter(self, **dead);
       count = 1;
       break;
     }
@@ -590,10 +625,7 @@ void mq_tick(self_ptr self) {
     member_gone(self, m, error{errc::timeout, "the member's lease lapsed"});
   }
   auto expired = st.mq_groups.expire_deliveries(now_ms, st.mq);
-  for (auto& d : expired.dead) {
-    st.ep->log()->warn("mq: {}/{} offset {} ran out of deliveries in group '{}'", d.partition.topic,
-                       d.partition.partition, d.shell.offset, d.group);
-  }
+  for (auto& d : expired.dead) dead_letter(self, d);
   journal(self);
   moved(self, lapsed.moves);
   wake_members(self, expired.wake);

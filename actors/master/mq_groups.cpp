@@ -320,7 +320,8 @@ void mq_groups::deliver(gather& gt, const mq_partition_id& id, partition_state& 
   gt.member.in_flight += 1;
   gt.bytes += shell.size_bytes;
   gt.out.deliveries.push_back(
-      mq_delivery{id, shell.offset, shell.payload, shell.size_bytes, deliveries + 1, ps.generation, deadline_ms});
+      mq_delivery{id, shell.offset, shell.payload, shell.size_bytes, deliveries + 1, ps.generation, deadline_ms,
+                  shell.message_id});
 }
 
 std::optional<std::int64_t> mq_groups::next_due(const group_state& g, const member_state& m,

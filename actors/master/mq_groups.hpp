@@ -107,6 +107,7 @@ struct mq_delivery {
   std::uint32_t delivery_count = 0;  ///< 1 the first time
   std::uint64_t generation = 0;      ///< to carry in its ack
   std::int64_t ack_deadline_ms = 0;
+  std::string message_id{};  ///< the producer's, or a dead-lettered message's origin; empty: none
 };
 
 /// What a member that got nothing should wait for.

@@ -69,6 +69,9 @@ result<void> check_topic_config(const mq_topic_config& c) {
   if (c.dedupe_window_ms > 0 && (c.dedupe_entries_max < 1 || c.dedupe_entries_max > mq_dedupe_entries_max)) {
     return bad("dedupe_entries_max must be 1 to " + std::to_string(mq_dedupe_entries_max) + " with a window");
   }
+  if (!c.dead_letter.empty()) {
+    if (auto ok = check_mq_name(c.dead_letter, "dead-letter topic"); !ok) return ok.error();
+  }
   return {};
 }
 
@@ -80,6 +83,7 @@ std::uint32_t mq_log::partition_of_key(std::string_view key, std::uint32_t parti
 result<bool> mq_log::create(const std::string& topic, const mq_topic_config& config) {
   if (auto ok = check_mq_name(topic, "topic"); !ok) return ok.error();
   if (auto ok = check_topic_config(config); !ok) return ok.error();
+  if (config.dead_letter == topic) return fail(errc::invalid_argument, "a topic cannot be its own dead-letter topic");
   if (auto it = topics_.find(topic); it != topics_.end()) {
     if (it->second.config == config) return false;
     return fail(errc::conflict, "topic '" + topic + "' exists with another config; delete it first");
@@ -103,7 +107,9 @@ result<std::vector<std::string>> mq_log::remove(const std::string& topic) {
   if (it == topics_.end()) return fail(errc::not_found, "no topic '" + topic + "'");
   std::vector<std::string> payloads;
   for (auto& p : it->second.partitions) {
-    for (auto& s : p.shells) payloads.push_back(s.shell.payload);
+    for (auto& s : p.shells) {
+      if (release(s.shell.payload)) payloads.push_back(s.shell.payload);
+    }
     SLUICE_ASSERT(shells_ >= p.shells.size());
     shells_ -= p.shells.size();
   }
@@ -217,6 +223,15 @@ void mq_log::remember_dedupe(topic_state& t, const dedupe_key& key, const dedupe
   SLUICE_ASSERT(t.dedupe.size() == t.dedupe_order.size());
 }
 
+void mq_log::restore_done() { restored_payloads_ = {}; }
+
+bool mq_log::release(const std::string& payload) {
+  auto it = shared_.find(payload);
+  if (it == shared_.end()) return true;
+  if (--it->second == 0) shared_.erase(it);
+  return false;
+}
+
 std::string mq_log::drop_front(partition_log& p) {
   SLUICE_ASSERT(!p.shells.empty());
   auto& front = p.shells.front();
@@ -255,11 +270,13 @@ result<mq_appended> mq_log::append(const std::string& topic, const mq_message& m
       SLUICE_ASSERT(out.dropped.empty());
       return fail(errc::overloaded, partition_name(topic, index) + " is full; retry when consumers have acked");
     }
-    out.dropped.push_back(drop_front(p));
+    if (auto payload = drop_front(p); release(payload)) out.dropped.push_back(std::move(payload));
   }
   if (!out.dropped.empty()) record(mq_log_start_moved{topic, index, p.start});
   out.offset = p.end();
   mq_shell shell{out.offset, m.payload, m.size_bytes, m.producer, m.message_id, at_ms};
+  if (!restored_payloads_.empty()) restore_done();
+  if (m.shares_payload) shared_[m.payload] += 1;
   p.shells.push_back(stored_shell{shell, p.bytes_appended});
   p.bytes += m.size_bytes;
   p.bytes_appended += m.size_bytes;
@@ -303,7 +320,9 @@ mq_pruned mq_log::prune(std::int64_t now_ms, const std::map<mq_partition_id, std
         return t.config.max_bytes != 0 && p.bytes > t.config.max_bytes;
       };
       auto start = p.start;
-      while (drops()) out.payloads.push_back(drop_front(p));
+      while (drops()) {
+        if (auto payload = drop_front(p); release(payload)) out.payloads.push_back(std::move(payload));
+      }
       if (p.start != start) {
         record(mq_log_start_moved{name, i, p.start});
         freed = true;
@@ -418,6 +437,7 @@ result<void> mq_log::restore_shell(const std::string& topic, std::uint32_t parti
   if (t.config.dedupe_window_ms > 0 && !shell.message_id.empty()) {
     remember_dedupe(t, dedupe_key{shell.producer, shell.message_id}, dedupe_hit{partition, shell.offset, shell.append_ms});
   }
+  if (!restored_payloads_.insert(shell.payload).second) shared_[shell.payload] += 1;
   p.bytes += shell.size_bytes;
   p.shells.push_back(stored_shell{std::move(shell), p.bytes_appended});
   p.bytes_appended += p.shells.back().shell.size_bytes;

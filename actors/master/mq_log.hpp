@@ -19,7 +19,10 @@
 //  3. append times never decrease within a topic (a clock that steps back
 //     is clamped), so a partition's shells are sorted by time too;
 //  4. a (producer, message id) appended inside the topic's dedupe window
-//     is appended once: a retry returns the first (partition, offset).
+//     is appended once: a retry returns the first (partition, offset);
+//  5. a payload key is handed back to free exactly once, when the last
+//     shell naming it is dropped (a dead-lettered message is named by its
+//     own shell and by the dead-letter topic's).
 //
 // Retention limits (max_age_ms, max_bytes, max_messages) apply to each
 // partition on its own, as in Kafka: a topic of 4 partitions with
@@ -36,6 +39,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -104,6 +109,9 @@ struct mq_topic_config {
   std::uint64_t max_message_bytes = std::uint64_t{64} << 20;  ///< 1..mq_message_bytes_max, and <= max_bytes
   std::int64_t dedupe_window_ms = 0;   ///< 0..mq_window_ms_max; 0: no dedupe
   std::uint64_t dedupe_entries_max = 0;  ///< 1..mq_dedupe_entries_max with a window, else 0
+  /// The topic a message that ran out of deliveries goes to (not this
+  /// topic itself); empty: such a message is dropped.
+  std::string dead_letter{};
   friend bool operator==(const mq_topic_config&, const mq_topic_config&) = default;
 };
 
@@ -139,6 +147,9 @@ struct mq_message {
   std::string message_id;       ///< empty: none
   std::string key;              ///< partition key; empty: none
   std::optional<std::uint32_t> partition;  ///< explicit partition; wins over `key`
+  /// Another shell names this payload too (a dead-lettered copy): the
+  /// payload is handed back to free only when the last shell naming it goes.
+  bool shares_payload = false;
 };
 
 struct mq_appended {
@@ -260,6 +271,12 @@ class mq_log {
   result<void> restore_topic(const std::string& topic, const mq_topic_config& config);
   result<void> restore_log_start(const std::string& topic, std::uint32_t partition, std::uint64_t start);
   result<void> restore_shell(const std::string& topic, std::uint32_t partition, mq_shell shell);
+  /// Ends a restore: forgets what it needed to count the payloads named
+  /// by more than one shell.
+  void restore_done();
+
+  /// Payloads named by more than one shell (at most shell_count()).
+  std::size_t shared_payloads() const noexcept { return shared_.size(); }
 
  private:
   struct stored_shell {
@@ -300,11 +317,17 @@ class mq_log {
   /// Drops the oldest shell of `p`; returns its payload key.
   std::string drop_front(partition_log& p);
   void record(mq_log_change change);
+  /// One shell naming `payload` went: whether it was the last (free it).
+  bool release(const std::string& payload);
 
   std::map<std::string, topic_state, std::less<>> topics_;
   std::uint64_t shells_ = 0;
   std::uint64_t dedupe_reserved_ = 0;  ///< sum of the topics' dedupe_entries_max
   std::vector<mq_log_change> changes_;
+  /// Payload keys named by more than one shell, with how many more.
+  std::unordered_map<std::string, std::uint32_t> shared_;
+  /// Payload keys of the shells restored so far (until restore_done()).
+  std::unordered_set<std::string> restored_payloads_;
 };
 
 }  // namespace sluice::master

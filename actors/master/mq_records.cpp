@@ -186,6 +186,7 @@ std::string encode_topic_config(const mq_topic_config& c) {
   put_u64(out, c.max_message_bytes);
   put_i64(out, c.dedupe_window_ms);
   put_u64(out, c.dedupe_entries_max);
+  put_bytes(out, c.dead_letter);
   return out;
 }
 
@@ -202,6 +203,8 @@ std::optional<mq_topic_config> decode_topic_config(std::string_view value) {
   c.max_message_bytes = r.u64();
   c.dedupe_window_ms = r.i64();
   c.dedupe_entries_max = r.u64();
+  // Written before dead-letter topics existed, a record ends here.
+  if (!r.done()) c.dead_letter = r.bytes();
   if (!r.done()) return std::nullopt;
   return c;
 }

@@ -302,6 +302,7 @@ result<mq_load_stats> mq_load(durable_store& store, mq_log& log, mq_groups& grou
                      [&s, load](std::string_view key, std::string_view value) { return load(s, key, value); });
     if (!ok) return ok.error();
   }
+  log.restore_done();
   if (auto ok = erase_leftovers(store, s.left); !ok) return ok.error();
   return s.stats;
 }

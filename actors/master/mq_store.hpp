@@ -13,7 +13,8 @@
 // format it does not know, so a record can grow under a new format):
 //   q/t/<topic>               1, partitions u32, max_age_ms i64, max_bytes u64, max_messages u64,
 //                             full u8, payload_replicas u32, max_message_bytes u64,
-//                             dedupe_window_ms i64, dedupe_entries_max u64
+//                             dedupe_window_ms i64, dedupe_entries_max u64,
+//                             dead_letter (u32 length, bytes; absent in older records: none)
 //   q/l/<topic>/<p>           1, start u64: no offset below it is held, or handed out again
 //   q/s/<topic>/<p>/<offset>  1, size_bytes u64, producer u64, append_ms i64,
 //                             payload (u32 length, bytes), message_id (u32 length, bytes)

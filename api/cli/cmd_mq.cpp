@@ -32,6 +32,7 @@ struct mq_flags {
   std::uint32_t replicas = 1;
   std::string max_message = "64MiB";
   std::string dedupe_window;
+  std::string dead_letter;
   // produce
   std::string source;
   std::string key;
@@ -101,6 +102,7 @@ int run_create(const mq_flags& f) {
   auto window = duration_flag(f.dedupe_window, "--dedupe-window");
   if (!window) return usage("create", window.error().message());
   o.dedupe_window = *window;
+  o.dead_letter = f.dead_letter;
   auto bytes = size_flag(f.max_bytes, "--max-bytes");
   if (!bytes) return usage("create", bytes.error().message());
   o.max_bytes = *bytes;
@@ -153,7 +155,8 @@ int run_ls(const mq_flags& f) {
                      {"when_full", policy_name(t.options.when_full)},
                      {"payload_replicas", t.options.payload_replicas},
                      {"max_message_bytes", t.options.max_message_bytes},
-                     {"dedupe_window_ms", t.options.dedupe_window.count()}});
+                     {"dedupe_window_ms", t.options.dedupe_window.count()},
+                     {"dead_letter", t.options.dead_letter}});
     }
     std::cout << out.dump(2) << "\n";
     return exit_ok;
@@ -167,7 +170,9 @@ int run_ls(const mq_flags& f) {
     }
     std::cout << t.name << " partitions=" << t.partitions.size() << " messages=" << messages
               << " bytes=" << bytes << " when_full=" << policy_name(t.options.when_full)
-              << " replicas=" << t.options.payload_replicas << "\n";
+              << " replicas=" << t.options.payload_replicas;
+    if (!t.options.dead_letter.empty()) std::cout << " dead_letter=" << t.options.dead_letter;
+    std::cout << "\n";
   }
   return exit_ok;
 }
@@ -212,7 +217,9 @@ int run_consume(const mq_flags& f) {
     for (auto& m : *batch) {
       if (!m.payload) return failed("consume " + f.topic, m.payload.error());
       std::cerr << "partition=" << m.partition << " offset=" << m.offset << " deliveries=" << m.delivery_count
-                << " bytes=" << m.payload->size() << "\n";
+                << " bytes=" << m.payload->size();
+      if (!m.message_id.empty()) std::cerr << " id=" << m.message_id;
+      std::cerr << "\n";
       std::cout.write(reinterpret_cast<const char*>(m.payload->data()), static_cast<std::streamsize>(m.payload->size()));
       std::cout.flush();
       if (!f.no_ack) {
@@ -290,6 +297,7 @@ void add_mq_commands(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   create->add_option("--max-message", f->max_message, "The largest message taken")->capture_default_str();
   create->add_option("--dedupe-window", f->dedupe_window, "Append a (producer, message id) once within this");
+  create->add_option("--dead-letter", f->dead_letter, "Hand messages that ran out of deliveries to this topic");
   create->callback([f, &exit_code] { exit_code = run_create(*f); });
 
   auto* rm = add_mq_subcommand(*mq, "rm", "Delete TOPIC and every message in it", *f);

@@ -77,6 +77,7 @@ wire::mq_topic_config wire_config(const topic_options& o) {
   w.max_message_bytes = o.max_message_bytes;
   w.dedupe_window_ms = o.dedupe_window.count();
   w.dedupe_entries_max = o.dedupe_entries;
+  w.dead_letter = o.dead_letter;
   return w;
 }
 
@@ -91,6 +92,7 @@ topic_options public_config(const wire::mq_topic_config& w) {
   o.max_message_bytes = w.max_message_bytes;
   o.dedupe_window = std::chrono::milliseconds{w.dedupe_window_ms};
   o.dedupe_entries = w.dedupe_entries_max;
+  o.dead_letter = w.dead_letter;
   return o;
 }
 
@@ -170,7 +172,7 @@ result<std::vector<mq_message>> mq_consumer::poll(const poll_options& options) {
   for (std::size_t i = 0; i < polled->deliveries.size(); ++i) {
     auto& d = polled->deliveries[i];
     out.push_back(mq_message{std::move(d.partition.topic), d.partition.partition, d.offset, d.delivery_count,
-                             std::move(values[i]), d.generation});
+                             std::move(values[i]), d.generation, std::move(d.message_id)});
   }
   return out;
 }

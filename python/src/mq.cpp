@@ -111,6 +111,7 @@ py::dict topic_dict(const topic_info& t) {
   d["max_message_bytes"] = t.options.max_message_bytes;
   d["dedupe_window"] = t.options.dedupe_window.count() / 1000.0;
   d["dedupe_entries"] = t.options.dedupe_entries;
+  d["dead_letter"] = t.options.dead_letter;
   py::list parts;
   for (auto& p : t.partitions) {
     py::dict pd;
@@ -222,7 +223,7 @@ Safe to use from many threads.
           [](py_producer& p, std::string_view name, std::uint32_t partitions, double max_age, std::uint64_t max_bytes,
              std::uint64_t max_messages, const std::string& when_full, std::uint32_t payload_replicas,
              std::uint64_t max_message_bytes, double dedupe_window, std::uint64_t dedupe_entries,
-             std::optional<double> timeout) {
+             std::string dead_letter, std::optional<double> timeout) {
             auto& q = p.use("create_topic");
             topic_options o;
             o.partitions = partitions;
@@ -234,6 +235,7 @@ Safe to use from many threads.
             o.max_message_bytes = max_message_bytes;
             o.dedupe_window = seconds_ms(dedupe_window, "dedupe_window");
             o.dedupe_entries = dedupe_entries;
+            o.dead_letter = std::move(dead_letter);
             o.timeout = to_timeout(timeout);
             auto done = without_gil([&] { return q.create_topic(name, o); });
             check_signals();
@@ -242,9 +244,12 @@ Safe to use from many threads.
           py::arg("name"), py::kw_only(), py::arg("partitions") = 1, py::arg("max_age") = 0.0,
           py::arg("max_bytes") = 0, py::arg("max_messages") = 0, py::arg("when_full") = "block",
           py::arg("payload_replicas") = 1, py::arg("max_message_bytes") = std::uint64_t{64} << 20,
-          py::arg("dedupe_window") = 0.0, py::arg("dedupe_entries") = 0, py::arg("timeout") = py::none(),
+          py::arg("dedupe_window") = 0.0, py::arg("dedupe_entries") = 0, py::arg("dead_letter") = "",
+          py::arg("timeout") = py::none(),
           "Creates a topic: True when created, False when it exists with these options (Conflict with others). "
-          "Limits of 0 are none; max_age and dedupe_window in seconds.")
+          "Limits of 0 are none; max_age and dedupe_window in seconds. A message that runs out of deliveries "
+          "in a group goes to the dead_letter topic (same payload, message_id naming its origin), or is "
+          "dropped when there is none.")
       .def(
           "delete_topic",
           [](py_producer& p, std::string_view name, std::optional<double> timeout) {
@@ -301,7 +306,8 @@ Safe to use from many threads.
 
   py::class_<py_message>(m, "Message", R"doc(
 A delivered message: topic, partition, offset, delivery_count (1 the first
-time) and value (a View, or a dict of scalars and Views, aliasing the pool;
+time), message_id (the producer's; in a dead-letter topic
+"TOPIC/PARTITION/OFFSET@GROUP", where it ran out of deliveries) and value (a View, or a dict of scalars and Views, aliasing the pool;
 None when the payload could not be read, then error says why). ack() or
 nack() it through the consumer that received it.
 )doc")
@@ -309,6 +315,15 @@ nack() it through the consumer that received it.
       .def_property_readonly("partition", [](py_message& x) { return x.m.partition; })
       .def_property_readonly("offset", [](py_message& x) { return x.m.offset; })
       .def_property_readonly("delivery_count", [](py_message& x) { return x.m.delivery_count; })
+      .def_property_readonly("message_id",
+                             [](py_message& x) {
+                               // Ids from C++ producers may be any bytes: they come back as str either way.
+                               auto* id = PyUnicode_DecodeUTF8(x.m.message_id.data(),
+                                                               static_cast<Py_ssize_t>(x.m.message_id.size()),
+                                                               "surrogateescape");
+                               if (id == nullptr) throw py::error_already_set();
+                               return py::reinterpret_steal<py::str>(id);
+                             })
       .def_property_readonly("value", [](py_message& x) { return x.value; })
       .def_property_readonly("error", [](py_message& x) { return x.error; })
       .def(

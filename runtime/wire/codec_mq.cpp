@@ -34,6 +34,7 @@ void set_topic_config(s::MqTopicConfig::Builder b, const mq_topic_config& x) {
   b.setMaxMessageBytes(x.max_message_bytes);
   b.setDedupeWindowMs(x.dedupe_window_ms);
   b.setDedupeEntriesMax(x.dedupe_entries_max);
+  b.setDeadLetter(as_text(x.dead_letter));
 }
 
 void set_partition_ref(s::MqPartitionRef::Builder b, const mq_partition_ref& x) {
@@ -86,6 +87,7 @@ void set_delivery(s::MqDelivery::Builder b, const mq_delivery& x) {
   b.setDeliveryCount(x.delivery_count);
   b.setGeneration(x.generation);
   b.setAckDeadlineMs(x.ack_deadline_ms);
+  b.setMessageId(as_data(x.message_id));
 }
 
 void set_partition_lag(s::MqPartitionLag::Builder b, const mq_partition_lag& x) {
@@ -219,7 +221,8 @@ result<mq_topic_config> read_topic_config(s::MqTopicConfig::Reader r, std::strin
   if (!full) return std::move(full).error();
   return mq_topic_config{r.getPartitions(),      r.getMaxAgeMs(),       r.getMaxBytes(),
                          r.getMaxMessages(),     *full,                 r.getPayloadReplicas(),
-                         r.getMaxMessageBytes(), r.getDedupeWindowMs(), r.getDedupeEntriesMax()};
+                         r.getMaxMessageBytes(), r.getDedupeWindowMs(), r.getDedupeEntriesMax(),
+                         from_text(r.getDeadLetter())};
 }
 
 result<mq_body> read_create_topic(s::MqCreateTopic::Reader r) {
@@ -276,7 +279,8 @@ mq_body read_poll(s::MqPoll::Reader r) {
 mq_body read_polled(capnp::List<s::MqDelivery>::Reader list) {
   return mq_polled{read_list<mq_delivery>(list, [](auto d) {
     return mq_delivery{read_partition_ref(d.getPartition()), d.getOffset(), from_data(d.getPayload()),
-                       d.getSizeBytes(), d.getDeliveryCount(), d.getGeneration(), d.getAckDeadlineMs()};
+                       d.getSizeBytes(), d.getDeliveryCount(), d.getGeneration(), d.getAckDeadlineMs(),
+                       from_data(d.getMessageId())};
   })};
 }
 

@@ -612,6 +612,7 @@ struct mq_topic_config {
   std::uint64_t max_message_bytes = 0;
   std::int64_t dedupe_window_ms = 0;
   std::uint64_t dedupe_entries_max = 0;
+  std::string dead_letter{};  ///< empty: none
   friend bool operator==(const mq_topic_config&, const mq_topic_config&) = default;
 };
 
@@ -718,6 +719,7 @@ struct mq_delivery {
   std::uint32_t delivery_count = 0;
   std::uint64_t generation = 0;
   std::int64_t ack_deadline_ms = 0;
+  std::string message_id{};   ///< empty: none
   friend bool operator==(const mq_delivery&, const mq_delivery&) = default;
 };
 struct mq_polled {

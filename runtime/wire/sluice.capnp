@@ -489,6 +489,7 @@ struct MqTopicConfig {
   maxMessageBytes @6 :UInt64;  # the largest payload a message may name
   dedupeWindowMs @7 :Int64;    # how long a (producer, message id) is remembered; 0: no dedupe
   dedupeEntriesMax @8 :UInt64; # how many the window remembers at most
+  deadLetter @9 :Text;         # where a message out of deliveries goes; empty: dropped
 }
 
 struct MqCreateTopic {
@@ -572,6 +573,7 @@ struct MqDelivery {
   deliveryCount @4 :UInt32;    # 1 the first time it goes out
   generation @5 :UInt64;       # the partition's generation when it went out: settle carries it
   ackDeadlineMs @6 :Int64;     # when it goes out again unless settled
+  messageId @7 :Data;          # the producer's message id, or a dead-lettered message's origin; empty: none
 }
 
 struct MqSettle {

@@ -418,3 +418,66 @@ TEST_CASE("mq: a payload no message names is freed after the orphan grace, a nam
   REQUIRE(got.size() == 1);
   CHECK(text_of(got[0]) == "named");
 }
+
+TEST_CASE_FIXTURE(fixture, "mq: a message out of deliveries goes to the dead-letter topic with its origin, payload shared") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("jobs.dead").ok());
+  REQUIRE(q.create_topic("jobs", {.dead_letter = "jobs.dead"}).ok());
+  CHECK(q.topics().value()[0].options.dead_letter == "jobs.dead");
+  auto workers = q.subscribe("workers", {"jobs"}, {.max_deliveries = 2}).value();
+  REQUIRE(q.produce("jobs", "poison", {.message_id = "job-1"}).ok());
+  REQUIRE(q.produce("jobs", "fine").ok());
+  for (std::uint32_t round = 1; round <= 2; ++round) {
+    auto got = poll_n(workers, 1);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].offset == 0);
+    CHECK(got[0].delivery_count == round);
+    CHECK(got[0].message_id == "job-1");
+    REQUIRE(workers.nack(got[0]).ok());
+  }
+  // Dead after its second nack: the group goes on with the next message.
+  auto next = poll_n(workers, 1);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].offset == 1);
+  CHECK(text_of(next[0]) == "fine");
+  REQUIRE(workers.ack(next[0]).ok());
+
+  auto triage = q.subscribe("triage", {"jobs.dead"}).value();
+  auto dead = poll_n(triage, 1);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].topic == "jobs.dead");
+  CHECK(dead[0].message_id == "jobs/0/0@workers");
+  CHECK(text_of(dead[0]) == "poison");
+  // One payload object for both messages; "jobs" has let go of its shell.
+  auto end = std::chrono::steady_clock::now() + 5s;
+  while (q.topics().value()[0].partitions[0].start != 2 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(20ms);
+  }
+  auto topics = q.topics().value();
+  REQUIRE(topics.size() == 2);
+  CHECK(topics[0].name == "jobs");
+  CHECK(topics[0].partitions[0].start == 2);
+  CHECK(c->count("~mq/jobs/").value() == 1);
+  REQUIRE(triage.ack(dead[0]).ok());
+  while (c->count("~mq/jobs/").value() != 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(c->count("~mq/jobs/").value() == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "mq: without a dead-letter topic a dead message is dropped and its payload freed") {
+  sluice::mq q{*c};
+  CHECK(q.create_topic("self", {.dead_letter = "self"}).code() == errc::invalid_argument);
+  REQUIRE(q.create_topic("lonely", {.dead_letter = "not.there"}).ok());
+  auto g = q.subscribe("g", {"lonely"}, {.max_deliveries = 1}).value();
+  REQUIRE(q.produce("lonely", "x").ok());
+  auto got = poll_n(g, 1);
+  REQUIRE(got.size() == 1);
+  REQUIRE(g.nack(got[0]).ok());
+  CHECK(poll_n(g, 1, 300ms).empty());
+  auto end = std::chrono::steady_clock::now() + 5s;
+  while (c->count("~mq/lonely/").value() != 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(20ms);
+  }
+  CHECK(c->count("~mq/lonely/").value() == 0);
+}

@@ -198,3 +198,27 @@ def test_bad_input_gives_clear_errors(client):
     with pytest.raises(sluice.ClientClosed):
         msgs[0].ack()
     assert list(c) == []  # a closed consumer's iterator ends
+
+
+def test_dead_letter_topic_gets_messages_out_of_deliveries(client):
+    topic, group, triage = fresh("jobs"), fresh("g"), fresh("triage")
+    dead_topic = topic + ".dead"
+    p = client.producer("py-dead")
+    p.create_topic(dead_topic)
+    p.create_topic(topic, dead_letter=dead_topic)
+    assert [t["dead_letter"] for t in p.topics() if t["name"] == topic] == [dead_topic]
+    p.produce(topic, b"poison", msg_id="job-7")
+    with pytest.raises(sluice.InvalidArgument):
+        p.create_topic(fresh("self"), dead_letter="bad name")
+
+    consumer = client.consumer(group, topic, max_deliveries=2)
+    for attempt in (1, 2):
+        (msg,) = consumer.poll(max_messages=1, wait=2.0)
+        assert msg.delivery_count == attempt and msg.message_id == "job-7"
+        msg.nack()
+    assert consumer.poll(max_messages=1, wait=0.3) == []
+
+    (dead,) = client.consumer(triage, dead_topic).poll(max_messages=1, wait=2.0)
+    assert bytes(dead.value) == b"poison"
+    assert dead.message_id == f"{topic}/0/0@{group}"
+    dead.ack()

@@ -66,6 +66,12 @@ struct topic_options {
   /// at most (0: 4096).
   std::chrono::milliseconds dedupe_window{0};
   std::uint64_t dedupe_entries = 0;
+  /// Where a message goes that ran out of deliveries in some group
+  /// (consumer_options::max_deliveries): a topic appended with the same
+  /// payload (no copy), its message id naming where it came from. Empty:
+  /// such a message is dropped. The topic need not exist yet; while it
+  /// does not, or is full, such messages are dropped (the master logs it).
+  std::string dead_letter{};
   /// This call's deadline; 0 means the client's default.
   std::chrono::milliseconds timeout{0};
 };
@@ -137,8 +143,9 @@ struct produced {
 struct consumer_options {
   /// A delivery not acked by then goes out again.
   std::chrono::milliseconds ack_timeout{30'000};
-  /// Deliveries of one message at most; one more unacked and it is
-  /// dropped as dead (logged by the master).
+  /// Deliveries of one message at most; one more unacked and it is dead:
+  /// acked for this group and handed to the topic's dead-letter topic
+  /// (topic_options::dead_letter), or dropped when it has none.
   std::uint32_t max_deliveries = 5;
   /// Deliveries one member holds unacked at most.
   std::uint32_t prefetch = 16;
@@ -169,6 +176,10 @@ struct mq_message {
   result<value> payload = value{};
   /// Names this delivery in ack and nack.
   std::uint64_t generation = 0;
+  /// The producer's message id (produce_options::message_id); in a
+  /// dead-letter topic, where the message ran out of deliveries:
+  /// "TOPIC/PARTITION/OFFSET@GROUP". Empty: none.
+  std::string message_id{};
 };
 
 /// How far a group is behind on one partition.

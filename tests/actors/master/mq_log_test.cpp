@@ -102,6 +102,7 @@ struct log_store {
     for (auto& [name, config] : topics) REQUIRE(log.restore_topic(name, config).ok());
     for (auto& [at, start] : starts) REQUIRE(log.restore_log_start(at.first, at.second, start).ok());
     for (auto& [at, shell] : shells) REQUIRE(log.restore_shell(std::get<0>(at), std::get<1>(at), shell).ok());
+    log.restore_done();
   }
 };
 
@@ -598,4 +599,71 @@ TEST_CASE("mq_log: restore refuses records that break the log's invariants") {
   CHECK(log.restore_shell("t", 0, mq_shell{6, "p", 1, 1, {}, 9}).code() == errc::invalid_argument);
   CHECK(log.restore_log_start("t", 0, 7).code() == errc::invalid_argument);
   CHECK(*log.end_offset("t", 0) == 6);
+}
+
+namespace {
+
+/// A dead-lettered copy of `payload`: another shell naming it.
+mq_message shared_copy(std::string payload) {
+  auto m = message(std::move(payload));
+  m.shares_payload = true;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("mq_log: a payload two shells name is handed back once, when the second of them goes") {
+  mq_log log;
+  REQUIRE(log.create("jobs", topic_of(1)).ok());
+  REQUIRE(log.create("dead", topic_of(1)).ok());
+  REQUIRE(log.append("jobs", message("~mq/jobs/a"), 1).ok());
+  REQUIRE(log.append("jobs", message("~mq/jobs/b"), 2).ok());
+  REQUIRE(log.append("dead", shared_copy("~mq/jobs/a"), 3).ok());
+  REQUIRE(log.append("dead", shared_copy("~mq/jobs/a"), 4).ok());  // dead in a second group too
+  CHECK(log.shared_payloads() == 1);
+
+  // The source goes first: "a" is still named twice, "b" is free.
+  auto pruned = log.prune(10, {{mq_partition_id{"jobs", 0}, 2}});
+  CHECK(pruned.payloads == std::vector<std::string>{"~mq/jobs/b"});
+  pruned = log.prune(10, {{mq_partition_id{"dead", 0}, 1}});
+  CHECK(pruned.payloads.empty());
+  CHECK(log.shared_payloads() == 0);
+  // The last name goes, by a topic delete: now it is handed back.
+  auto removed = log.remove("dead");
+  REQUIRE(removed.ok());
+  CHECK(*removed == std::vector<std::string>{"~mq/jobs/a"});
+}
+
+TEST_CASE("mq_log: a restore counts the shells naming each payload again") {
+  mq_log log;
+  log_store store;
+  REQUIRE(log.create("jobs", topic_of(1)).ok());
+  REQUIRE(log.create("dead", topic_of(1)).ok());
+  REQUIRE(log.append("jobs", message("~mq/jobs/a"), 1).ok());
+  REQUIRE(log.append("dead", shared_copy("~mq/jobs/a"), 2).ok());
+  REQUIRE(log.append("jobs", message("~mq/jobs/b"), 3).ok());
+  REQUIRE(log.append("dead", shared_copy("~mq/jobs/b"), 4).ok());
+  log.prune(10, {{mq_partition_id{"jobs", 0}, 1}});  // "a" left the source before the restart
+  store.apply(log.drain_changes());
+
+  mq_log restored;
+  store.restore(restored);
+  CHECK(restored.shared_payloads() == 1);  // only "b" is named twice now
+  auto pruned = restored.prune(10, {{mq_partition_id{"dead", 0}, 2}});
+  CHECK(pruned.payloads == std::vector<std::string>{"~mq/jobs/a"});
+  pruned = restored.prune(10, {{mq_partition_id{"jobs", 0}, 2}, {mq_partition_id{"dead", 0}, 2}});
+  CHECK(pruned.payloads == std::vector<std::string>{"~mq/jobs/b"});
+  CHECK(restored.shared_payloads() == 0);
+}
+
+TEST_CASE("mq_log: a topic cannot be its own dead-letter topic, and the name must be valid") {
+  mq_log log;
+  auto c = topic_of(1);
+  c.dead_letter = "t";
+  CHECK(log.create("t", c).code() == errc::invalid_argument);
+  c.dead_letter = "bad name";
+  CHECK(log.create("t", c).code() == errc::invalid_argument);
+  c.dead_letter = "t.dead";
+  CHECK(log.create("t", c).ok());
+  CHECK(log.config_of("t")->dead_letter == "t.dead");
 }

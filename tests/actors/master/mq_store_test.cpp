@@ -46,6 +46,7 @@ mq_topic_config busy_topic() {
   c.max_message_bytes = 500;
   c.dedupe_window_ms = 30'000;
   c.dedupe_entries_max = 100;
+  c.dead_letter = "busy.dead";
   return c;
 }
 
@@ -184,7 +185,7 @@ std::string dump(const mq_log& log) {
            std::to_string(c.max_bytes) + " " + std::to_string(c.max_messages) + " " +
            std::to_string(static_cast<int>(c.full)) + " " + std::to_string(c.payload_replicas) + " " +
            std::to_string(c.max_message_bytes) + " " + std::to_string(c.dedupe_window_ms) + " " +
-           std::to_string(c.dedupe_entries_max) + "}:";
+           std::to_string(c.dedupe_entries_max) + " " + c.dead_letter + "}:";
     for (std::uint32_t p = 0; p < info.partitions.size(); ++p) {
       auto& pi = info.partitions[p];
       out += " [" + std::to_string(pi.start) + "," + std::to_string(pi.end) + ") " + std::to_string(pi.bytes) + "B";
@@ -542,6 +543,12 @@ TEST_CASE("mq_store: record values lead with a format byte and every field round
   CHECK_FALSE(records::decode_topic_config(value + "x"));
   CHECK_FALSE(records::decode_topic_config(value.substr(0, value.size() - 1)));
   CHECK_FALSE(records::decode_topic_config(""));
+  // A record written before dead-letter topics ends at dedupe_entries_max.
+  auto older = c;
+  older.dead_letter.clear();
+  auto old_value = records::encode_topic_config(older);
+  old_value.resize(old_value.size() - 4);  // the empty name's length
+  CHECK(records::decode_topic_config(old_value) == older);
 
   sluice::master::mq_shell s{UINT64_MAX, std::string{"bin\0key", 7}, 1ull << 40, UINT64_MAX - 1, "msg-1", -5};
   auto shell = records::encode_shell(s);
