@@ -65,3 +65,26 @@ TEST_CASE("launcher: sluice mq creates a topic, produces, consumes with acks and
   CHECK(run(sluice_bin, {"mq", "rm", "jobs", "--connect", at}).exit_code == 0);
   CHECK(run(sluice_bin, {"mq", "rm", "jobs", "--connect", at}).exit_code == 1);
 }
+
+TEST_CASE("launcher: sluice mq create --dead-letter names the topic in ls, and consume shows message ids") {
+  auto node = start_node({"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"});
+  auto& at = node.address;
+  auto created = run(sluice_bin, {"mq", "create", "jobs", "--dead-letter", "jobs.dead", "--connect", at});
+  REQUIRE_MESSAGE(created.exit_code == 0, created.err);
+  auto self = run(sluice_bin, {"mq", "create", "loop", "--dead-letter", "loop", "--connect", at});
+  CHECK(self.exit_code == 1);
+  CHECK(self.err.find("invalid_argument") != std::string::npos);
+  auto ls = run(sluice_bin, {"mq", "ls", "--json", "--connect", at});
+  REQUIRE(ls.exit_code == 0);
+  auto topics = nlohmann::json::parse(ls.out);
+  REQUIRE(topics.size() == 1);
+  CHECK(topics[0]["dead_letter"] == "jobs.dead");
+  auto lines = run(sluice_bin, {"mq", "ls", "--connect", at});
+  CHECK(lines.out.find("dead_letter=jobs.dead") != std::string::npos);
+  auto produced = run(sluice_bin, {"mq", "produce", "jobs", write_file("x"), "--message-id", "job-9", "--connect", at});
+  REQUIRE_MESSAGE(produced.exit_code == 0, produced.err);
+  auto got = run(sluice_bin, {"mq", "consume", "jobs", "--group", "g", "--connect", at});
+  REQUIRE_MESSAGE(got.exit_code == 0, got.err);
+  CHECK(got.out == "x");
+  CHECK(got.err.find("id=job-9") != std::string::npos);
+}
