@@ -30,10 +30,11 @@ packages=(
 # bench/run: the real peers Sluice is compared with (redis-tools, with
 # redis-cli, comes with redis-server; iperf3 for the link between hosts;
 # gRPC C++ with its code generators; Cap'n Proto RPC comes with
-# libcapnp-dev), taskset to pin both sides, and redis-py for the Python
-# module against Redis.
+# libcapnp-dev), taskset to pin both sides, redis-py for the Python
+# module against Redis, and the MQ peers: nats-server with the NATS C
+# client, and hiredis for Redis Streams.
 bench_packages=(redis-server redis-tools iperf3 util-linux libgrpc++-dev libprotobuf-dev protobuf-compiler
-                protobuf-compiler-grpc python3-redis)
+                protobuf-compiler-grpc python3-redis nats-server libnats-dev libhiredis-dev)
 if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()
