@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/mq_workload.hpp"
 #include "sim/rpc_workload.hpp"
 #include "sim/workload.hpp"
 
@@ -18,6 +19,10 @@ constexpr sim_duration liveness_settle = 5s;
 constexpr sim_duration liveness_window = 30s;
 /// After the KV liveness check: calls to every served name get through.
 constexpr sim_duration rpc_liveness_window = 10s;
+/// After those: the members drain what is left, then every acknowledged
+/// message must have reached every group (they drained all along since
+/// the faults healed; this is the last stretch).
+constexpr sim_duration mq_drain_window = 5s;
 
 sim_duration draw_gap(rng& random, sim_duration mean) {
   return sim_duration{static_cast<sim_duration::rep>(
@@ -146,6 +151,7 @@ run_report run_seed(const run_options& options) {
   cfg.owner_capacity = options.owner_capacity;
   cfg.rpc_relay_misroutes = options.rpc_relay_misroutes;
   cfg.rdma = options.rdma;
+  cfg.mq_forgets_acks = options.mq_forgets_acks;
   // With faults, one read in fifty fails: enough that every run demotes
   // rdma paths and falls back to tcp many times.
   if (options.faults != fault_level::none) cfg.rdma_fail_pm = 20;
@@ -164,15 +170,22 @@ run_report run_seed(const run_options& options) {
 
   checker check;
   if (!options.hide_evictions) {
-    cfg.on_forgotten = [&check](const std::string& key, sim_time at) { check.forgotten(key, at); };
+    // MQ payloads are freed by the master once consumed: not the KV
+    // workload's keys, and no eviction.
+    cfg.on_forgotten = [&check](const std::string& key, sim_time at) {
+      if (!key.starts_with("~mq/")) check.forgotten(key, at);
+    };
   }
   world w{cfg};
   kv_workload work{w, check};
   std::optional<rpc_workload> rpc;
   if (options.rpc) rpc.emplace(w, check, rpc_workload_options{.stream_repeats_item = options.rpc_stream_repeats_item});
+  std::optional<mq_workload> mq;
+  if (options.mq) mq.emplace(w, check);
   fault_driver driver{w, check, w.now() + options.duration};
   schedule_faults(w, check, driver);
   if (rpc) rpc->start(w.now() + options.duration);
+  if (mq) mq->start(w.now() + options.duration);
   work.run_until(w.now() + options.duration);
   auto stuck = work.check_liveness(liveness_settle, liveness_window);
   for (int c : stuck) {
@@ -184,6 +197,7 @@ run_report run_seed(const run_options& options) {
     rpc->check_liveness(rpc_liveness_window);
     rpc->check_answered();
   }
+  if (mq) mq->check_drained(mq_drain_window);
 
   run_report report;
   report.seed = options.seed;
@@ -201,6 +215,13 @@ run_report run_seed(const run_options& options) {
   report.rpc_streams = rpc ? rpc->streams() : 0;
   report.rpc_stream_items = rpc ? rpc->stream_items() : 0;
   std::tie(report.rdma_reads, report.rdma_reads_failed) = w.rdma_reads();
+  if (mq) {
+    auto& m = mq->stats();
+    report.mq_produced = m.produced;
+    report.mq_delivered = m.delivered;
+    report.mq_redelivered = m.redelivered;
+    report.mq_acked = m.acked;
+  }
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());
   report.events = w.events().events();
@@ -212,7 +233,7 @@ run_report run_seed(const run_options& options) {
 std::string replay_command(const run_options& o) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration).count();
   std::string duration = ms % 1000 == 0 ? fmt::format("{}s", ms / 1000) : fmt::format("{}ms", ms);
-  auto rpc = std::string{o.rpc ? " --rpc" : ""} + (o.rdma ? " --rdma" : "");
+  auto rpc = std::string{o.rpc ? " --rpc" : ""} + (o.rdma ? " --rdma" : "") + (o.mq ? " --mq" : "");
   // Swarm draws the cluster's shape from the seed: no shape flags then.
   if (o.faults == fault_level::swarm) {
     return fmt::format("sluice sim --seed {} --duration {} --faults swarm{}", o.seed, duration, rpc);

@@ -43,6 +43,13 @@ struct run_options {
   /// Owners read each other's pools over the simulated rdma path, whose
   /// reads fail now and then when the run has faults (world_config).
   bool rdma = false;
+  /// Clients also produce to MQ topics and consume them in two groups
+  /// (mq_workload.hpp).
+  bool mq = false;
+  /// A broken master for tests of the MQ checks: when a partition moves
+  /// to another member, the acks above its committed offset are forgotten
+  /// and those messages go out again (mq_groups::plant_forget_acks_on_move).
+  bool mq_forgets_acks = false;
 };
 
 struct run_report {
@@ -62,6 +69,12 @@ struct run_report {
   std::uint64_t rpc_stream_items = 0;  ///< items read in them
   std::uint64_t rdma_reads = 0;         ///< with run_options::rdma: completed
   std::uint64_t rdma_reads_failed = 0;  ///< and failed (faults, crashed holders)
+  /// With run_options::mq: produces acknowledged (not duplicates),
+  /// deliveries, of them redeliveries, and acks the master confirmed.
+  std::uint64_t mq_produced = 0;
+  std::uint64_t mq_delivered = 0;
+  std::uint64_t mq_redelivered = 0;
+  std::uint64_t mq_acked = 0;
   checker::counts counts;
   double simulated_s = 0;
   double real_s = 0;

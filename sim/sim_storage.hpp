@@ -20,6 +20,9 @@ namespace sluice::sim {
 struct sim_disk {
   std::map<std::string, std::string, std::less<>> durable;
   std::vector<std::pair<std::string, std::optional<std::string>>> unsynced;  // in write order
+  /// Times a node threw its unsynced writes away to carry on from what is
+  /// durable (the master does, when a write failed): state it had is gone.
+  std::uint64_t discards = 0;
 
   /// What a crash leaves: a random prefix of the unsynced writes lands.
   void crash(rng& random);
@@ -39,7 +42,10 @@ class sim_store final : public durable_store {
   result<void> put(std::string_view key, std::string_view value) override;
   result<void> erase(std::string_view key) override;
   result<void> sync() override;
-  void discard() override { disk_.unsynced.clear(); }
+  void discard() override {
+    disk_.unsynced.clear();
+    disk_.discards += 1;
+  }
   result<void> scan(std::string_view prefix,
                     const std::function<void(std::string_view, std::string_view)>& visit) override;
 

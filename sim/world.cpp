@@ -181,12 +181,13 @@ void world::start(int index) {
     case node_kind::master: {
       me.node_role = role::master;
       auto seed = rng{config_.seed}.fork(100 + n.incarnation).next();
-      auto master = spawn_master(*n.system, master_deps{me, cfg.master, n.net.get(), faults_.get(),
-                                                        config_.master_forgets ? nullptr : n.store.get(), seed,
-                                                        [this] { return sim_wall_ms(now_); },
-                                                        [this](const std::string& key) {
-                                                          if (config_.on_forgotten) config_.on_forgotten(key, now_);
-                                                        }});
+      master_deps deps{me, cfg.master, n.net.get(), faults_.get(), config_.master_forgets ? nullptr : n.store.get(),
+                       seed, [this] { return sim_wall_ms(now_); },
+                       [this](const std::string& key) {
+                         if (config_.on_forgotten) config_.on_forgotten(key, now_);
+                       }};
+      deps.plant_mq_forget_acks_on_move = config_.mq_forgets_acks;
+      auto master = spawn_master(*n.system, std::move(deps));
       // The simulated disk holds only what the master wrote: it can't be corrupt.
       SLUICE_ASSERT(master.ok());
       n.actor = caf::actor_cast<caf::actor>(*master);
@@ -271,7 +272,16 @@ void world::restart(int index, bool wipe_storage) {
   crash(index);
   auto& n = *nodes_.at(static_cast<std::size_t>(index));
   if (wipe_storage) n.disk.wipe();
+  if (wipe_storage && n.kind == node_kind::master) master_wipes_ += 1;
   start(index);
+}
+
+std::uint64_t world::master_epoch() const {
+  auto& n = *nodes_.at(static_cast<std::size_t>(master_index()));
+  // A crash ends an incarnation; a discard reloads within one. While the
+  // master is down a request may still be answered by nobody, so a crash
+  // counts from the moment it happens.
+  return 2 * n.incarnation + (n.alive ? 0 : 1) + n.disk.discards;
 }
 
 void world::heal() {

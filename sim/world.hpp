@@ -49,6 +49,9 @@ struct world_config {
   /// A broken owner relay for tests of the RPC checks: it hands the calls
   /// it relays back to their callers instead of their instances.
   bool rpc_relay_misroutes = false;
+  /// A broken master for tests of the MQ checks: it forgets the acks of a
+  /// partition above its committed offset when the partition moves.
+  bool mq_forgets_acks = false;
   /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
   std::uint64_t owner_capacity = 0;
   /// How long owners gather their own commits before reporting them: long
@@ -106,6 +109,13 @@ class world {
 
   void crash(int node);
   void restart(int node, bool wipe_storage);
+  /// Changes each time the master may have lost state it held in memory
+  /// only: it crashed, or threw away what it could not persist and
+  /// reloaded its durable state. Never decreases.
+  std::uint64_t master_epoch() const;
+  /// Times the master restarted with a wiped disk: its durable state too
+  /// is gone (MQ topics, offsets and groups start over).
+  std::uint64_t master_wipes() const noexcept { return master_wipes_; }
 
   // --- faults -------------------------------------------------------------
 
@@ -147,6 +157,7 @@ class world {
   std::uint64_t next_timer_ = 1;
   sim_time now_{};
   std::uint64_t steps_ = 0;
+  std::uint64_t master_wipes_ = 0;
 };
 
 }  // namespace sluice::sim

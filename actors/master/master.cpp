@@ -95,6 +95,7 @@ result<master::recovery_stats> load_state(self_ptr self) {
   if (!stats) return stats;
   st.mq = master::mq_log{};
   st.mq_groups = master::mq_groups{};
+  if (st.plant_mq_forget_acks_on_move) st.mq_groups.plant_forget_acks_on_move();
   mq_reloaded(self);
   if (auto mq = st.journal->load_mq(st.mq, st.mq_groups); !mq) return mq.error();
   for (auto& m : members) st.members.restore(std::move(m), st.ep->now());
@@ -424,6 +425,8 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.commits = std::move(boot->commits);
   st.mq = std::move(boot->mq);
   st.mq_groups = std::move(boot->mq_groups);
+  st.plant_mq_forget_acks_on_move = deps.plant_mq_forget_acks_on_move;
+  if (st.plant_mq_forget_acks_on_move) st.mq_groups.plant_forget_acks_on_move();
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());

@@ -226,6 +226,10 @@ void mq_groups::move(const std::string& name, group_state& g, const mq_partition
     ps.redeliver.emplace(it->first, redelivery{due_now, it->second.deliveries});
     land(g, ps, it);
   }
+  if (plant_forget_acks_) {
+    for (auto offset : ps.acked) ps.redeliver.emplace(offset, redelivery{due_now, 1});
+    ps.acked.clear();
+  }
   if (ps.member) {
     if (auto m = g.members.find(*ps.member); m != g.members.end()) m->second.partitions.erase(id);
   }

@@ -276,6 +276,11 @@ class mq_groups {
   /// Checks invariants 1-4 everywhere (stops the process when broken).
   void check_invariants() const;
 
+  /// A planted bug, for the simulator's tests of its own checks only:
+  /// when a partition moves, the acks above its committed offset are
+  /// forgotten and those messages go out again (breaks invariant 5).
+  void plant_forget_acks_on_move() noexcept { plant_forget_acks_ = true; }
+
   /// The changes since the last drain, oldest first; clears them.
   std::vector<mq_group_change> drain_changes();
   // Restore from durable records into a fresh table: groups first, then
@@ -361,6 +366,7 @@ class mq_groups {
   std::vector<mq_group_change> changes_;
   /// (group, partition) → its mq_offset_changed in changes_, to update in place.
   std::map<std::pair<std::string, mq_partition_id>, std::size_t> offset_records_;
+  bool plant_forget_acks_ = false;
 };
 
 }  // namespace sluice::master

@@ -31,6 +31,7 @@ struct sim_flags {
   bool trace = false;
   bool rpc = false;  // the RPC workload too
   bool rdma = false;  // owners read each other over the simulated rdma path
+  bool mq = false;    // the MQ workload too
 };
 
 struct seed_range {
@@ -58,6 +59,10 @@ std::string summary(const sim::run_report& r) {
   auto rpc = r.rpc_calls == 0 ? std::string{}
                               : fmt::format(", {} rpc calls ({} refused overloaded), {} streams ({} items read)",
                                             r.rpc_calls, r.rpc_calls_refused, r.rpc_streams, r.rpc_stream_items);
+  if (r.mq_produced + r.mq_delivered > 0) {
+    rpc += fmt::format(", mq {} produced, {} delivered ({} redelivered), {} acked", r.mq_produced, r.mq_delivered,
+                       r.mq_redelivered, r.mq_acked);
+  }
   if (r.rdma_reads + r.rdma_reads_failed > 0) {
     rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);
   }
@@ -80,6 +85,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.keep_trace = f.trace;
   o.rpc = f.rpc;
   o.rdma = f.rdma;
+  o.mq = f.mq;
   if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
   return o;
 }
@@ -127,6 +133,10 @@ struct sweep_tally {
   std::uint64_t rpc_calls = 0;
   std::uint64_t rpc_streams = 0;
   std::uint64_t rpc_stream_items = 0;
+  std::uint64_t mq_produced = 0;
+  std::uint64_t mq_delivered = 0;
+  std::uint64_t mq_redelivered = 0;
+  std::uint64_t mq_acked = 0;
 
   double speedup() const { return real_s > 0 ? simulated_s / real_s : 0.0; }
 };
@@ -148,6 +158,11 @@ void print_sweep_summary(const sweep_tally& t) {
   if (t.rpc_calls > 0) {
     std::cout << fmt::format("rpc: {} calls, {} streams, {} stream items read, in all", t.rpc_calls, t.rpc_streams,
                              t.rpc_stream_items)
+              << "\n";
+  }
+  if (t.mq_produced + t.mq_delivered > 0) {
+    std::cout << fmt::format("mq: {} messages produced, {} delivered ({} redelivered), {} acked, in all",
+                             t.mq_produced, t.mq_delivered, t.mq_redelivered, t.mq_acked)
               << "\n";
   }
 }
@@ -179,6 +194,10 @@ int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fa
     tally.rpc_calls += report.rpc_calls;
     tally.rpc_streams += report.rpc_streams;
     tally.rpc_stream_items += report.rpc_stream_items;
+    tally.mq_produced += report.mq_produced;
+    tally.mq_delivered += report.mq_delivered;
+    tally.mq_redelivered += report.mq_redelivered;
+    tally.mq_acked += report.mq_acked;
     if (total == 1) print_single(f, report);
     if (!report.passed()) {
       tally.failed.push_back(options);
@@ -235,6 +254,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
   cmd->add_flag("--rpc", f->rpc, "Clients also serve names and call each other, every call judged");
+  cmd->add_flag("--mq", f->mq, "Clients also produce to MQ topics and consume them in two groups, every delivery judged");
   cmd->add_flag("--rdma", f->rdma, "Owners read each other's values over the simulated rdma path, with its own faults");
   cmd->add_flag("--verbose", f->verbose, "Show the nodes' logs");
   cmd->add_flag("--trace", f->trace, "Print every trace event (single seed)");
