@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "actors/client/client.hpp"
+#include "actors/common/mq_reply.hpp"
 #include "runtime/assert.hpp"
 
 namespace sluice::sim {
@@ -50,15 +51,6 @@ wire::mq_group_config group_config(sim_duration ack_timeout) {
   c.prefetch = prefetch;
   c.start = wire::mq_start_at::earliest;
   return c;
-}
-
-/// The reply's mq body of kind T, or the error it carried.
-template <class T>
-result<T> mq_reply(result<wire::message>& reply) {
-  auto body = reply_body<wire::mq>(reply);
-  if (!body) return std::move(body).error();
-  if (auto* x = std::get_if<T>(&body->body)) return std::move(*x);
-  return error{errc::protocol, "unexpected reply: " + std::string{wire::mq_body_name(body->body)}};
 }
 
 sim_duration between(rng& random, sim_duration lo, sim_duration hi) {

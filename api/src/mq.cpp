@@ -14,6 +14,7 @@
 #include <mutex>
 #include <random>
 
+#include "actors/common/mq_reply.hpp"
 #include "api/src/kv_calls.hpp"
 #include "sluice/client.hpp"
 #include "sluice/dict.hpp"
@@ -41,15 +42,6 @@ std::string hex(std::uint64_t v) {
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i, v >>= 4) out[static_cast<std::size_t>(i)] = digits[v & 0xF];
   return out;
-}
-
-/// The reply's mq body of kind T, or the error it carried.
-template <class T>
-result<T> mq_reply(result<wire::message>& reply) {
-  auto body = reply_body<wire::mq>(reply);
-  if (!body) return std::move(body).error();
-  if (auto* x = std::get_if<T>(&body->body)) return std::move(*x);
-  return error{errc::protocol, "unexpected reply: " + std::string{wire::mq_body_name(body->body)}};
 }
 
 result<void> ok_reply(result<wire::message>& reply) {
