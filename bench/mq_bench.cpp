@@ -7,7 +7,8 @@
 //       with its own sluice::client), against `sluice up`:
 //       1 MiB and 64 MiB messages written in place (reserve, fill,
 //       produce), 64 MiB through produce(topic, bytes), a 64 MiB memcpy in
-//       the same process, and 4 KiB messages through produce(topic, bytes)
+//       the same process, and 4 KiB messages through produce(topic, bytes);
+//       --only 4k|1m|64m runs one size
 //   mq_bench produce --sluice HOST:PORT --topic T [--seconds S]
 //   mq_bench consume --sluice HOST:PORT --topic T
 //       the two ends of a 64 MiB run between two hosts (bench/run mq, in
@@ -185,24 +186,36 @@ std::string arg(int argc, char** argv, const char* flag) {
   return {};
 }
 
-int run_local(const std::string& address, double seconds) {
+/// `--only 4k|1m|64m`: one message size of the local runs (for profiling
+/// one path); empty runs them all.
+int run_local(const std::string& address, double seconds, const std::string& only) {
   auto producer = connect(address);
   auto consumer = connect(address);
   if (!producer || !consumer) return 1;
   sluice_run r{*producer, *consumer};
-  auto m1 = measure(r, "1m", medium_bytes, produce_path::in_place, seconds);
-  auto m64 = measure(r, "64m", big_bytes, produce_path::in_place, seconds);
-  auto m64_copy = measure(r, "64m-copy", big_bytes, produce_path::copy, seconds);
-  double copy = memcpy_rate(seconds);
-  std::printf("memcpy 64 MiB: %.3g GB/s\n", copy);
-  auto m4 = measure(r, "4k", small_bytes, produce_path::copy, seconds);
-  mq_load::print_figure("mq_1m_gb_per_s", m1.value, "GB/s");
-  mq_load::print_figure("mq_64m_gb_per_s", m64.value, "GB/s");
-  mq_load::print_figure("mq_64m_produce_copy_gb_per_s", m64_copy.value, "GB/s");
-  mq_load::print_figure("memcpy_64m_gb_per_s", copy, "GB/s");
-  mq_load::print_figure("mq_64m_vs_memcpy", copy > 0 ? m64.value / copy : 0, "ratio");
-  mq_load::print_figure("mq_4k_msgs_per_s", m4.value, "msgs/s");
-  auto failures = m1.failures + m64.failures + m64_copy.failures + m4.failures;
+  auto wanted = [&](const char* size) { return only.empty() || only == size; };
+  std::uint64_t failures = 0;
+  if (wanted("1m")) {
+    auto m1 = measure(r, "1m", medium_bytes, produce_path::in_place, seconds);
+    failures += m1.failures;
+    mq_load::print_figure("mq_1m_gb_per_s", m1.value, "GB/s");
+  }
+  if (wanted("64m")) {
+    auto m64 = measure(r, "64m", big_bytes, produce_path::in_place, seconds);
+    auto m64_copy = measure(r, "64m-copy", big_bytes, produce_path::copy, seconds);
+    double copy = memcpy_rate(seconds);
+    std::printf("memcpy 64 MiB: %.3g GB/s\n", copy);
+    failures += m64.failures + m64_copy.failures;
+    mq_load::print_figure("mq_64m_gb_per_s", m64.value, "GB/s");
+    mq_load::print_figure("mq_64m_produce_copy_gb_per_s", m64_copy.value, "GB/s");
+    mq_load::print_figure("memcpy_64m_gb_per_s", copy, "GB/s");
+    mq_load::print_figure("mq_64m_vs_memcpy", copy > 0 ? m64.value / copy : 0, "ratio");
+  }
+  if (wanted("4k")) {
+    auto m4 = measure(r, "4k", small_bytes, produce_path::copy, seconds);
+    failures += m4.failures;
+    mq_load::print_figure("mq_4k_msgs_per_s", m4.value, "msgs/s");
+  }
   std::printf("figure mq_errors %llu count\n", static_cast<unsigned long long>(failures));
   return failures == 0 ? 0 : 1;
 }
@@ -325,10 +338,10 @@ int main(int argc, char** argv) {
   auto address = arg(argc, argv, "--sluice");
   double seconds = mq_load::seconds_arg(argc, argv, 2.0);
   auto topic = arg(argc, argv, "--topic");
-  if (mode == "local" && !address.empty()) return run_local(address, seconds);
+  if (mode == "local" && !address.empty()) return run_local(address, seconds, arg(argc, argv, "--only"));
   if (mode == "produce" && !address.empty() && !topic.empty()) return run_produce(address, topic, seconds);
   if (mode == "consume" && !address.empty() && !topic.empty()) return run_consume(address, topic);
-  std::fputs("usage: mq_bench local --sluice HOST:PORT [--seconds S]\n"
+  std::fputs("usage: mq_bench local --sluice HOST:PORT [--seconds S] [--only 4k|1m|64m]\n"
              "       mq_bench produce --sluice HOST:PORT --topic T [--seconds S]\n"
              "       mq_bench consume --sluice HOST:PORT --topic T\n",
              stderr);

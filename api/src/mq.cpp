@@ -50,12 +50,13 @@ result<void> ok_reply(result<wire::message>& reply) {
   return {};
 }
 
-/// Asks through the client node and waits for the answer.
+/// Asks on the calling thread's own shm channel to the owner when there
+/// is one (no hand-off to the client node's threads), through the client
+/// node otherwise, and waits for the answer.
 template <class T, class Convert>
-result<T> ask_mq(client::impl& c, wire::body request, std::chrono::milliseconds timeout, Convert convert) {
-  auto [done, future] = promise_callback<T>();
-  call<T>(c, std::move(request), {}, call_options{timeout}, std::move(convert), std::move(done));
-  return wait_for(std::move(future), effective(c, timeout));
+result<T> ask_mq(client::impl& c, const wire::body& request, std::chrono::milliseconds timeout, Convert convert) {
+  auto reply = ask(c, request, {}, effective(c, timeout));
+  return convert(reply);
 }
 
 wire::mq_topic_config wire_config(const topic_options& o) {
