@@ -1,8 +1,10 @@
 #include "sim/mq_checker.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/assert.hpp"
 #include "runtime/rng.hpp"
@@ -63,6 +65,20 @@ void mq_checker::report(std::string text) {
 void mq_checker::payload_written(const std::string& key, const std::string& topic, mq_message_id m) {
   auto inserted = payloads_.emplace(key, payload_record{topic, m}).second;
   SLUICE_ASSERT(inserted);  // the workload names every payload afresh
+}
+
+void mq_checker::payloads_counted(std::uint64_t payloads) {
+  stats_.payloads_peak = std::max(stats_.payloads_peak, payloads);
+}
+
+void mq_checker::check_freed(std::optional<std::uint64_t> payloads, std::optional<std::uint64_t> shells,
+                             const std::vector<std::string>& some) {
+  if (!payloads || !shells) return report("memory: the master did not answer a count of the payloads after the drain");
+  payloads_counted(*payloads);
+  if (*payloads <= *shells) return;
+  report(fmt::format("memory: {} payloads under ~mq/ are still held once nothing was produced or consumed any "
+                     "more and the orphan grace passed, but the topics hold only {} shells (among them {})",
+                     *payloads, *shells, fmt::join(some, ", ")));
 }
 
 void mq_checker::produce_acked(const std::string& topic, mq_message_id m, const wire::mq_produced_one& r,

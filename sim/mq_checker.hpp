@@ -15,7 +15,11 @@
 //  (d) an offset whose ack the master confirmed is not delivered to that
 //      group again by a poll sent after the confirmation (no seeks are
 //      made);
-//  (e) no partition holds more shells or bytes than its topic's bounds.
+//  (e) memory stays bounded: no partition holds more shells or bytes than
+//      its topic's bounds; the payloads the master holds under `~mq/` are
+//      never more than those bounds allow plus what was written lately
+//      (in flight, or orphaned and not yet past the grace); and once every
+//      group consumed everything, none is left.
 //
 // What the contract does not promise is never reported:
 //  - a master whose disk was wiped forgets topics, offsets and groups:
@@ -107,6 +111,16 @@ class mq_checker {
   /// (a): after the drain, in master lineage `lineage` (the last one).
   void check_delivered(std::uint64_t lineage);
 
+  /// The master counted `payloads` objects under `~mq/` (for the peak).
+  void payloads_counted(std::uint64_t payloads);
+  /// (e) at the end, with nothing produced or consumed any more and the
+  /// master's orphan grace passed: the master holds no more payloads under
+  /// `~mq/` than the topics hold shells (`shells`), each naming one.
+  /// Either missing: the master did not answer the count.
+  /// `some` names a few of the payloads, for the report.
+  void check_freed(std::optional<std::uint64_t> payloads, std::optional<std::uint64_t> shells,
+                   const std::vector<std::string>& some);
+
   struct counts {
     std::uint64_t produced = 0;     ///< produces acknowledged (not duplicates)
     std::uint64_t duplicates = 0;   ///< produces answered as duplicates of an earlier append
@@ -116,6 +130,7 @@ class mq_checker {
     std::uint64_t nacked = 0;
     std::uint64_t payloads_read = 0, payloads_unreadable = 0;
     std::uint64_t listings = 0;
+    std::uint64_t payloads_peak = 0;  ///< the most payloads the master held at a count
   };
   const counts& stats() const noexcept { return stats_; }
 

@@ -1,5 +1,8 @@
 #include "sim/mq_workload.hpp"
 
+#include <memory>
+#include <optional>
+
 #include <caf/send.hpp>
 
 #include <fmt/format.h>
@@ -128,6 +131,42 @@ void mq_workload::check_drained(sim_duration window) {
   world_.run_until(world_.now() + window);
   ended_ = true;
   checker_.check_delivered(world_.master_wipes());
+  check_freed();
+}
+
+void mq_workload::check_freed() {
+  // Past the master's orphan grace, and two of its sweeps a second apart,
+  // every payload no shell names is gone.
+  world_.run_until(world_.now() + std::chrono::duration_cast<sim_duration>(world_.config().mq_orphan_grace) + 3s);
+  // Shared with the callbacks: an answer after the wait below finds them.
+  auto payloads = std::make_shared<std::optional<std::uint64_t>>();
+  auto shells = std::make_shared<std::optional<std::uint64_t>>();
+  auto asker = -1;
+  for (int c = 0; c < static_cast<int>(producers_.size()) && asker < 0; ++c) {
+    if (world_.alive(world_.client_index(c))) asker = c;
+  }
+  if (asker < 0) return;  // no client left to ask (a run without clients)
+  send(asker, wire::count_keys{"~mq/"}, {}, options_.timeout, [payloads](result<wire::message> reply) {
+    if (auto counted = reply_body<wire::count_keys_reply>(reply)) *payloads = counted->count;
+  });
+  // A few of them by name, for the report.
+  auto named = std::make_shared<std::vector<std::string>>();
+  send(asker, wire::list_keys{"~mq/", "", 3}, {}, options_.timeout, [named](result<wire::message> reply) {
+    if (auto listed = reply_body<wire::list_keys_reply>(reply)) {
+      for (auto& k : listed->keys) named->push_back(k.key);
+    }
+  });
+  send(asker, wire::mq{wire::mq_list_topics{}}, {}, options_.timeout, [shells](result<wire::message> reply) {
+    auto listed = mq_reply<wire::mq_topics>(reply);
+    if (!listed) return;
+    std::uint64_t held = 0;
+    for (auto& t : listed->topics) {
+      for (auto& p : t.partitions) held += p.end - p.start;
+    }
+    *shells = held;
+  });
+  world_.run_until(world_.now() + options_.timeout + 1s);
+  checker_.check_freed(*payloads, *shells, *named);
 }
 
 // --- producing ---------------------------------------------------------------------
@@ -404,6 +443,10 @@ void mq_workload::list_tick() {
       if (!current(c, inc)) return;
       auto listed = mq_reply<wire::mq_topics>(reply);
       if (listed) checker_.topics_listed(*listed, world_.now());
+    });
+    send(c, wire::count_keys{"~mq/"}, {}, options_.timeout, [this, c, inc](result<wire::message> reply) {
+      if (!current(c, inc)) return;
+      if (auto counted = reply_body<wire::count_keys_reply>(reply)) checker_.payloads_counted(counted->count);
     });
     return;
   }

@@ -57,7 +57,8 @@ class mq_workload {
   void start(sim_time stop);
   /// After the faults healed (the KV liveness check heals the world): runs
   /// `window` more for the members to drain the topics, then checks that
-  /// every acknowledged produce reached every group.
+  /// every acknowledged produce reached every group; then, once the
+  /// master's orphan grace passed, that it holds no payload no shell names.
   void check_drained(sim_duration window);
 
   const mq_checker::counts& stats() const noexcept { return checker_.stats(); }
@@ -110,6 +111,7 @@ class mq_workload {
   void polled(member& m, std::uint64_t phase, const mq_poll_record& record, wire::mq_polled p);
   void settle(int client, int group, std::uint64_t phase, wire::mq_delivery d);
   void list_tick();
+  void check_freed();
   bool stale(const member& m, std::uint64_t incarnation, std::uint64_t phase) const;
 
   world& world_;

@@ -152,6 +152,7 @@ run_report run_seed(const run_options& options) {
   cfg.rpc_relay_misroutes = options.rpc_relay_misroutes;
   cfg.rdma = options.rdma;
   cfg.mq_forgets_acks = options.mq_forgets_acks;
+  cfg.mq_leaks_payloads = options.mq_leaks_payloads;
   // With faults, one read in fifty fails: enough that every run demotes
   // rdma paths and falls back to tcp many times.
   if (options.faults != fault_level::none) cfg.rdma_fail_pm = 20;
@@ -221,6 +222,7 @@ run_report run_seed(const run_options& options) {
     report.mq_delivered = m.delivered;
     report.mq_redelivered = m.redelivered;
     report.mq_acked = m.acked;
+    report.mq_payloads_peak = m.payloads_peak;
   }
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());

@@ -50,6 +50,9 @@ struct run_options {
   /// to another member, the acks above its committed offset are forgotten
   /// and those messages go out again (mq_groups::plant_forget_acks_on_move).
   bool mq_forgets_acks = false;
+  /// A broken master for tests of the MQ memory check: the payloads of
+  /// consumed messages are never freed (master_deps::plant_mq_keep_consumed_payloads).
+  bool mq_leaks_payloads = false;
 };
 
 struct run_report {
@@ -75,6 +78,8 @@ struct run_report {
   std::uint64_t mq_delivered = 0;
   std::uint64_t mq_redelivered = 0;
   std::uint64_t mq_acked = 0;
+  /// The most payloads the master held under `~mq/` at one count.
+  std::uint64_t mq_payloads_peak = 0;
   checker::counts counts;
   double simulated_s = 0;
   double real_s = 0;

@@ -116,6 +116,7 @@ node_config world::config_for(node_kind kind) const {
   // owners in several pieces in flight at once.
   cfg.owner.transfer_chunk_bytes = 16ULL << 10;
   cfg.owner.transfer_window = 3;
+  cfg.master.mq_orphan_grace = config_.mq_orphan_grace;
   (void)kind;
   return cfg;
 }
@@ -187,6 +188,7 @@ void world::start(int index) {
                          if (config_.on_forgotten) config_.on_forgotten(key, now_);
                        }};
       deps.plant_mq_forget_acks_on_move = config_.mq_forgets_acks;
+      deps.plant_mq_keep_consumed_payloads = config_.mq_leaks_payloads;
       auto master = spawn_master(*n.system, std::move(deps));
       // The simulated disk holds only what the master wrote: it can't be corrupt.
       SLUICE_ASSERT(master.ok());

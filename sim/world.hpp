@@ -52,6 +52,14 @@ struct world_config {
   /// A broken master for tests of the MQ checks: it forgets the acks of a
   /// partition above its committed offset when the partition moves.
   bool mq_forgets_acks = false;
+  /// A broken master for tests of the MQ memory check: it never frees the
+  /// payloads of messages every group consumed.
+  bool mq_leaks_payloads = false;
+  /// The master's [master] mq_orphan_grace: short, so that payloads no
+  /// message names (a producer lost between its put and its append) are
+  /// freed within a run and the memory check can demand that nothing is
+  /// left.
+  std::chrono::microseconds mq_orphan_grace{4'000'000};
   /// Each owner's pool; 0: 256 MiB (never full). Small pools make owners evict.
   std::uint64_t owner_capacity = 0;
   /// How long owners gather their own commits before reporting them: long

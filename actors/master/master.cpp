@@ -90,6 +90,10 @@ result<master::recovery_stats> load_state(self_ptr self) {
   st.pins = master::pin_table{};
   st.slots = master::homes{};
   st.commits = master::owner_commit_log{};
+  // An expiry in flight waited for answers a reload drops (held replies,
+  // invalidations): the key would stay marked forever and never expire.
+  // The expiry tick and the MQ orphan sweep start what is still due again.
+  st.expiring.clear();
   std::vector<master::member> members;
   auto stats = st.journal->load(st.dir, members, &st.pins, &st.slots, &st.commits);
   if (!stats) return stats;
@@ -427,6 +431,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.mq_groups = std::move(boot->mq_groups);
   st.plant_mq_forget_acks_on_move = deps.plant_mq_forget_acks_on_move;
   if (st.plant_mq_forget_acks_on_move) st.mq_groups.plant_forget_acks_on_move();
+  st.plant_mq_keep_consumed_payloads = deps.plant_mq_keep_consumed_payloads;
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());

@@ -41,6 +41,9 @@ struct master_deps {
   /// A planted bug, for the simulator's tests of its own checks only
   /// (mq_groups::plant_forget_acks_on_move).
   bool plant_mq_forget_acks_on_move = false;
+  /// A planted bug, for the simulator's tests of its own checks only: the
+  /// payloads of messages every group consumed are never freed.
+  bool plant_mq_keep_consumed_payloads = false;
 };
 
 /// What the master recovered from its store when it started.

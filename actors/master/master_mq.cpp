@@ -245,7 +245,7 @@ void retry_blocked(self_ptr self, const std::string& topic);
 void prune(self_ptr self) {
   auto& st = self->state;
   auto pruned = st.mq.prune(st.wall_ms(), st.mq_groups.consumed_upto(st.mq));
-  free_payloads(self, pruned.payloads);
+  if (!st.plant_mq_keep_consumed_payloads) free_payloads(self, pruned.payloads);
   journal(self);
   for (auto& t : pruned.topics) retry_blocked(self, t);
 }

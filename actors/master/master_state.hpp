@@ -100,6 +100,7 @@ struct master_state {
   master::mq_groups mq_groups;
   /// The planted bug of master_deps, set on every mq_groups made.
   bool plant_mq_forget_acks_on_move = false;
+  bool plant_mq_keep_consumed_payloads = false;
   /// One per member at most (a new poll answers the one before).
   std::map<master::mq_member_id, mq_parked_poll> mq_polls;
   /// By topic, oldest first; mq_blocked_max in all.

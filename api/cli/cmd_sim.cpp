@@ -60,8 +60,8 @@ std::string summary(const sim::run_report& r) {
                               : fmt::format(", {} rpc calls ({} refused overloaded), {} streams ({} items read)",
                                             r.rpc_calls, r.rpc_calls_refused, r.rpc_streams, r.rpc_stream_items);
   if (r.mq_produced + r.mq_delivered > 0) {
-    rpc += fmt::format(", mq {} produced, {} delivered ({} redelivered), {} acked", r.mq_produced, r.mq_delivered,
-                       r.mq_redelivered, r.mq_acked);
+    rpc += fmt::format(", mq {} produced, {} delivered ({} redelivered), {} acked, at most {} payloads held",
+                       r.mq_produced, r.mq_delivered, r.mq_redelivered, r.mq_acked, r.mq_payloads_peak);
   }
   if (r.rdma_reads + r.rdma_reads_failed > 0) {
     rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);

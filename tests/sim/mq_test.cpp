@@ -1,6 +1,7 @@
 // MQ in the simulator: producers and two consumer groups over the real
 // actors under heavy faults, every delivery judged (sim/mq_checker.hpp),
-// and a planted bug in the master's groups caught by a sweep of seeds.
+// and planted bugs in the master (forgotten acks, leaked payloads) caught
+// by sweeps of seeds.
 
 #include <doctest/doctest.h>
 
@@ -15,7 +16,7 @@ using sluice::sim::fault_level;
 using sluice::sim::run_options;
 using sluice::sim::run_seed;
 
-run_options mq_run(std::uint64_t seed, bool planted = false) {
+run_options mq_run(std::uint64_t seed, bool planted = false, bool leaks = false) {
   (void)sluice::configure_logging("off");
   run_options o;
   o.seed = seed;
@@ -23,6 +24,7 @@ run_options mq_run(std::uint64_t seed, bool planted = false) {
   o.faults = fault_level::heavy;
   o.mq = true;
   o.mq_forgets_acks = planted;
+  o.mq_leaks_payloads = leaks;
   return o;
 }
 
@@ -68,4 +70,19 @@ TEST_CASE("sim: a master that forgets acks when a partition moves is caught by a
   }
   MESSAGE(caught << " of " << seeds << " seeds caught it");
   CHECK(caught >= seeds / 4);
+}
+
+TEST_CASE("sim: a master that never frees consumed payloads is caught by the memory check") {
+  // The same seeds pass without the leak (the first test): every payload
+  // a shell no longer names is freed by the end of the run.
+  constexpr std::uint64_t seeds = 5;
+  std::uint64_t caught = 0;
+  for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
+    auto broken = run_seed(mq_run(seed, false, true));
+    if (broken.passed()) continue;
+    ++caught;
+    if (caught == 1) MESSAGE("seed " << seed << " caught it: " << broken.violations.front());
+  }
+  MESSAGE(caught << " of " << seeds << " seeds caught it");
+  CHECK(caught == seeds);
 }
