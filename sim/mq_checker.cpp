@@ -186,11 +186,18 @@ void mq_checker::topics_listed(const wire::mq_topics& listed, sim_time at) {
   }
 }
 
+void mq_checker::produce_refused(const std::string& topic, errc code, const std::string& why) {
+  if (code == errc::overloaded) stats_.refused_full += 1;
+  if (code != errc::overloaded || !drops_oldest_.contains(topic)) return;
+  report(fmt::format("topic '{}' drops its oldest messages when full, yet refused a produce: {}", topic, why));
+}
+
 void mq_checker::check_delivered(std::uint64_t lineage) {
   std::uint64_t missing = 0;
   std::string first;
   for (auto& a : acked_produces_) {
     if (a.lineage != lineage) continue;  // a wipe since: that log is gone
+    if (drops_oldest_.contains(a.topic)) continue;  // it may have been dropped unread
     for (auto& [since_of, since] : group_since_) {
       auto& [group_lineage, group] = since_of;
       if (group_lineage != lineage || since >= a.started) continue;

@@ -5,7 +5,9 @@
 //
 //  (a) every acknowledged produce is delivered to every group that existed
 //      (its first join answered) before the produce began — by the end of
-//      the run, once the faults healed and the members drained the topics;
+//      the run, once the faults healed and the members drained the topics
+//      (except in a topic that drops its oldest messages when full, which
+//      instead must never refuse a produce for being full);
 //  (b) the first deliveries (delivery count 1) one member receives from
 //      one partition under one generation come in increasing offsets;
 //  (c) a delivery names a payload some producer wrote for that topic, of
@@ -103,6 +105,13 @@ class mq_checker {
   void ack_completed(const std::string& group, std::uint64_t lineage, const wire::mq_partition_ref& p,
                      std::uint64_t offset, sim_time completed, std::uint64_t epoch_sent);
   void nacked() { stats_.nacked += 1; }
+  void acked_upto() { stats_.acked_upto += 1; }
+  /// Messages of `topic` may be dropped before any group read them (its
+  /// full policy is drop_oldest): (a) does not hold there.
+  void topic_drops_oldest(const std::string& topic) { drops_oldest_.insert(topic); }
+  /// The master refused a produce to `topic` with `code`: a topic that
+  /// drops its oldest messages never refuses one for being full.
+  void produce_refused(const std::string& topic, errc code, const std::string& why);
   /// A listing of the topics: every partition within its topic's bounds.
   void topics_listed(const wire::mq_topics& listed, sim_time at);
 
@@ -128,6 +137,8 @@ class mq_checker {
     std::uint64_t redelivered = 0;  ///< of them, with a delivery count above 1
     std::uint64_t acked = 0;        ///< acks the master confirmed
     std::uint64_t nacked = 0;
+    std::uint64_t acked_upto = 0;  ///< ack_upto calls the master confirmed
+    std::uint64_t refused_full = 0;  ///< produces refused overloaded (a full topic)
     std::uint64_t payloads_read = 0, payloads_unreadable = 0;
     std::uint64_t listings = 0;
     std::uint64_t payloads_peak = 0;  ///< the most payloads the master held at a count
@@ -164,6 +175,7 @@ class mq_checker {
 
   checker& checker_;
   std::map<std::string, payload_record> payloads_;
+  std::set<std::string> drops_oldest_;
   std::map<place, mq_message_id> at_place_;
   std::vector<acked_produce> acked_produces_;
   std::map<std::pair<std::uint64_t, std::string>, sim_time> group_since_;

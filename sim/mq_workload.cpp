@@ -18,9 +18,13 @@ struct topic_spec {
   const char* name;
   std::uint32_t partitions;
   std::uint32_t payload_replicas;
+  wire::mq_full full = wire::mq_full::block;
 };
-/// Two topics, one keeping a second copy of each payload; a group reads both.
-constexpr topic_spec topics[] = {{"t0", 3, 1}, {"t1", 2, 2}};
+/// Four topics, one keeping a second copy of each payload, one refusing
+/// produces while it is full and one dropping its oldest messages for
+/// them; both groups read them all.
+constexpr topic_spec topics[] = {
+    {"t0", 3, 1}, {"t1", 2, 2}, {"t2", 1, 1, wire::mq_full::reject}, {"t3", 1, 1, wire::mq_full::drop_oldest}};
 constexpr const char* groups[] = {"g0", "g1"};
 constexpr std::size_t group_count = std::size(groups);
 /// Small bounds, so producers of a topic whose groups lag wait for room.
@@ -39,7 +43,7 @@ wire::mq_topic_config topic_config(const topic_spec& t) {
   c.partitions = t.partitions;
   c.max_messages = partition_messages_max;
   c.max_bytes = partition_bytes_max;
-  c.full = wire::mq_full::block;
+  c.full = t.full;
   c.payload_replicas = t.payload_replicas;
   c.dedupe_window_ms = dedupe_window_ms;
   c.dedupe_entries_max = 4096;
@@ -70,6 +74,9 @@ mq_workload::mq_workload(world& w, checker& c, mq_workload_options options)
       options_(options),
       producers_(static_cast<std::size_t>(w.config().clients)),
       members_(static_cast<std::size_t>(w.config().clients) * group_count) {
+  for (auto& t : topics) {
+    if (t.full == wire::mq_full::drop_oldest) checker_.topic_drops_oldest(t.name);
+  }
   for (int client = 0; client < w.config().clients; ++client) {
     for (int g = 0; g < static_cast<int>(group_count); ++g) {
       member_of(client, g).client = client;
@@ -248,7 +255,10 @@ void mq_workload::produce_append(produce_job job, std::string key) {
          }
          if (!done) return produce_failed(std::move(job), key, done.error());
          auto& r = done->results.front();
-         if (r.code != errc::ok) return produce_failed(std::move(job), key, error{r.code, r.message});
+         if (r.code != errc::ok) {
+           checker_.produce_refused(topics[job.topic].name, r.code, r.message);
+           return produce_failed(std::move(job), key, error{r.code, r.message});
+         }
          checker_.produce_acked(topics[job.topic].name, job.message, r, job.started, job.epochs);
          producer_of(job.client).busy = false;
        });
@@ -409,9 +419,12 @@ void mq_workload::settle(int client, int group, std::uint64_t phase, wire::mq_de
   auto roll = world_.now() < stop_ ? random.uniform(100) : 0;
   if (roll >= 85) return;
   bool ack = roll < 70;
+  // A quarter of the acks settle everything of the partition the member
+  // holds up to this offset (its earlier deliveries, read or not).
+  bool upto = ack && random.chance(1, 4);
   wire::mq_settle s;
   s.group = groups[group];
-  s.kind = ack ? wire::mq_settle_kind::ack : wire::mq_settle_kind::nack;
+  s.kind = upto ? wire::mq_settle_kind::ack_upto : ack ? wire::mq_settle_kind::ack : wire::mq_settle_kind::nack;
   s.partition = d.partition;
   s.offset = d.offset;
   s.generation = d.generation;
@@ -420,11 +433,15 @@ void mq_workload::settle(int client, int group, std::uint64_t phase, wire::mq_de
   auto epoch = world_.master_epoch();
   auto inc = m.incarnation;
   send(client, wire::mq{std::move(s)}, {}, options_.timeout,
-       [this, client, group, inc, ack, lineage, epoch, d = std::move(d)](result<wire::message> reply) {
+       [this, client, group, inc, ack, upto, lineage, epoch, d = std::move(d)](result<wire::message> reply) {
          if (!current(client, inc)) return;
          auto settled = mq_reply<wire::mq_settled>(reply);
          if (!settled) return;  // refused (moved, expired) or lost: it goes out again
          if (!ack) return checker_.nacked();
+         // Which offsets an ack_upto settled the answer does not say (this
+         // one may have gone to another member meanwhile): it is judged by
+         // what is delivered after, not by (d).
+         if (upto) return checker_.acked_upto();
          if (world_.master_wipes() != lineage) return;
          checker_.ack_completed(groups[group], lineage, d.partition, d.offset, world_.now(), epoch);
        });

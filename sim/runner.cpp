@@ -223,6 +223,8 @@ run_report run_seed(const run_options& options) {
     report.mq_redelivered = m.redelivered;
     report.mq_acked = m.acked;
     report.mq_payloads_peak = m.payloads_peak;
+    report.mq_acked_upto = m.acked_upto;
+    report.mq_refused_full = m.refused_full;
   }
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());

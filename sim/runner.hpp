@@ -78,6 +78,10 @@ struct run_report {
   std::uint64_t mq_delivered = 0;
   std::uint64_t mq_redelivered = 0;
   std::uint64_t mq_acked = 0;
+  /// ack_upto calls confirmed, and produces refused because a topic was
+  /// full (its policy reject).
+  std::uint64_t mq_acked_upto = 0;
+  std::uint64_t mq_refused_full = 0;
   /// The most payloads the master held under `~mq/` at one count.
   std::uint64_t mq_payloads_peak = 0;
   checker::counts counts;

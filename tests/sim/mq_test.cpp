@@ -33,7 +33,7 @@ run_options mq_run(std::uint64_t seed, bool planted = false, bool leaks = false)
 TEST_CASE("sim: 20 heavy seeds pass with producers and consumer groups, and messages are delivered, redelivered "
           "and acked") {
   constexpr std::uint64_t seeds = 20;
-  std::uint64_t produced = 0, delivered = 0, redelivered = 0, acked = 0;
+  std::uint64_t produced = 0, delivered = 0, redelivered = 0, acked = 0, acked_upto = 0, refused_full = 0;
   for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     auto r = run_seed(mq_run(seed));
     CHECK_MESSAGE(r.passed(), "seed " << seed << ": " << (r.passed() ? "" : r.violations.front()));
@@ -41,12 +41,17 @@ TEST_CASE("sim: 20 heavy seeds pass with producers and consumer groups, and mess
     delivered += r.mq_delivered;
     redelivered += r.mq_redelivered;
     acked += r.mq_acked;
+    acked_upto += r.mq_acked_upto;
+    refused_full += r.mq_refused_full;
   }
   MESSAGE(produced << " produced, " << delivered << " delivered (" << redelivered << " redelivered), " << acked
                    << " acked over " << seeds << " seeds");
   CHECK(produced > 20 * seeds);
   CHECK(redelivered > 0);
   CHECK(acked >= produced);
+  MESSAGE(acked_upto << " ack_upto calls confirmed, " << refused_full << " produces refused by a full topic");
+  CHECK(acked_upto > 0);
+  CHECK(refused_full > 0);
 }
 
 TEST_CASE("sim: runs with the MQ workload replay identically") {
