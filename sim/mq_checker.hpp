@@ -15,8 +15,9 @@
 //      message of that produce; and a payload read back holds exactly the
 //      bytes its producer wrote;
 //  (d) an offset whose ack the master confirmed is not delivered to that
-//      group again by a poll sent after the confirmation (no seeks are
-//      made);
+//      group again by a poll sent after the confirmation (the partition
+//      the workload seeks in is exempt from (b) and (d) once a seek went
+//      out; there such deliveries count as replays);
 //  (e) memory stays bounded: no partition holds more shells or bytes than
 //      its topic's bounds; the payloads the master holds under `~mq/` are
 //      never more than those bounds allow plus what was written lately
@@ -106,6 +107,13 @@ class mq_checker {
                      std::uint64_t offset, sim_time completed, std::uint64_t epoch_sent);
   void nacked() { stats_.nacked += 1; }
   void acked_upto() { stats_.acked_upto += 1; }
+  /// A seek of `group` on partition 0 of `topic` went out in lineage
+  /// `lineage`: from now on what it acked there may come again, first
+  /// deliveries may go back, and (b) and (d) skip that partition.
+  void seek_sent(const std::string& group, std::uint64_t lineage, const std::string& topic) {
+    seeked_.insert({lineage, group, topic});
+  }
+  void seeked() { stats_.seeks += 1; }
   /// Messages of `topic` may be dropped before any group read them (its
   /// full policy is drop_oldest): (a) does not hold there.
   void topic_drops_oldest(const std::string& topic) { drops_oldest_.insert(topic); }
@@ -139,6 +147,8 @@ class mq_checker {
     std::uint64_t nacked = 0;
     std::uint64_t acked_upto = 0;  ///< ack_upto calls the master confirmed
     std::uint64_t refused_full = 0;  ///< produces refused overloaded (a full topic)
+    std::uint64_t seeks = 0;         ///< seeks the master confirmed
+    std::uint64_t replayed = 0;      ///< deliveries of offsets the group had acked, after a seek
     std::uint64_t payloads_read = 0, payloads_unreadable = 0;
     std::uint64_t listings = 0;
     std::uint64_t payloads_peak = 0;  ///< the most payloads the master held at a count
@@ -176,6 +186,7 @@ class mq_checker {
   checker& checker_;
   std::map<std::string, payload_record> payloads_;
   std::set<std::string> drops_oldest_;
+  std::set<std::tuple<std::uint64_t, std::string, std::string>> seeked_;
   std::map<place, mq_message_id> at_place_;
   std::vector<acked_produce> acked_produces_;
   std::map<std::pair<std::uint64_t, std::string>, sim_time> group_since_;

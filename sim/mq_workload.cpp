@@ -35,6 +35,9 @@ constexpr std::int64_t dedupe_window_ms = 120'000;
 constexpr std::uint32_t prefetch = 4;
 /// A message is never dead-lettered within a run: every one must arrive.
 constexpr std::uint32_t max_deliveries = 1000;
+/// The one partition members replay now and then (seek_time to the
+/// start): the order and no-redelivery checks skip it from then on.
+constexpr const char* replayed_topic = "t2";
 /// Producer ids: the client's index above this (never 0).
 constexpr std::uint64_t producer_base = 1000;
 
@@ -337,18 +340,21 @@ void mq_workload::poll(int client, int group) {
   m.polling = true;
   auto& random = world_.workload_rng();
   mq_poll_record record{groups[group], world_.id_of(node).value, world_.now(), epochs_now()};
+  // Counted as the library's consumer counts them (api/src/mq.cpp).
+  auto seq = ++m.polls;
   wire::mq_poll p{groups[group], 0, 1 + static_cast<std::uint32_t>(random.uniform(prefetch)), 0,
-                  static_cast<std::uint64_t>(ms_of(options_.poll_wait))};
+                  static_cast<std::uint64_t>(ms_of(options_.poll_wait)), seq, m.answered};
   auto inc = m.incarnation;
   auto phase = m.phase;
   send(client, wire::mq{std::move(p)}, {}, options_.poll_wait + options_.timeout,
-       [this, client, group, inc, phase, record](result<wire::message> reply) mutable {
+       [this, client, group, inc, phase, record, seq](result<wire::message> reply) mutable {
          if (!current(client, inc)) return;
          auto& m = member_of(client, group);
          if (m.incarnation != inc) return;
          m.polling = false;
          answered(record.epochs);
          auto polled = mq_reply<wire::mq_polled>(reply);
+         if (polled) m.answered = std::max(m.answered, seq);
          if (!polled) {
            // Not a member (the master forgot it, or its lease lapsed): join again.
            if (polled.code() == errc::not_found) m.joined = false;
@@ -389,6 +395,10 @@ void mq_workload::polled(member& m, std::uint64_t phase, const mq_poll_record& r
   auto client = m.client;
   auto group = m.group;
   auto inc = m.incarnation;
+  auto& random = world_.workload_rng();
+  bool replay = false;
+  for (auto& d : p.deliveries) replay = replay || d.partition.topic == replayed_topic;
+  if (replay && world_.now() < stop_ && random.chance(1, 8)) seek_start(client, group);
   for (auto& d : p.deliveries) {
     auto message = checker_.delivered(record, d);
     if (!message) {
@@ -428,6 +438,7 @@ void mq_workload::settle(int client, int group, std::uint64_t phase, wire::mq_de
   s.partition = d.partition;
   s.offset = d.offset;
   s.generation = d.generation;
+  if (upto) s.answered_seq = m.answered;
   if (!ack) s.delay_ms = static_cast<std::int64_t>(random.uniform(300));
   auto lineage = world_.master_wipes();
   auto epoch = world_.master_epoch();
@@ -445,6 +456,16 @@ void mq_workload::settle(int client, int group, std::uint64_t phase, wire::mq_de
          if (world_.master_wipes() != lineage) return;
          checker_.ack_completed(groups[group], lineage, d.partition, d.offset, world_.now(), epoch);
        });
+}
+
+void mq_workload::seek_start(int client, int group) {
+  // From the first message the partition holds: nothing is skipped, what
+  // the group acked there comes again.
+  checker_.seek_sent(groups[group], world_.master_wipes(), replayed_topic);
+  wire::mq_seek s{groups[group], {replayed_topic, 0}, true, 0, 0};
+  send(client, wire::mq{std::move(s)}, {}, options_.timeout, [this](result<wire::message> reply) {
+    if (reply_body<wire::ok_reply>(reply)) checker_.seeked();
+  });
 }
 
 // --- bounds ---------------------------------------------------------------------

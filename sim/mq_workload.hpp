@@ -73,6 +73,8 @@ class mq_workload {
     bool joined = false;
     bool polling = false;
     bool poll_scheduled = false;  ///< one poll timer at most per member
+    std::uint64_t polls = 0;      ///< polls sent (wire::mq_poll::poll_seq)
+    std::uint64_t answered = 0;   ///< the last of them answered
   };
   struct producer {
     std::uint64_t incarnation = 0;
@@ -110,6 +112,7 @@ class mq_workload {
   void poll(int client, int group);
   void polled(member& m, std::uint64_t phase, const mq_poll_record& record, wire::mq_polled p);
   void settle(int client, int group, std::uint64_t phase, wire::mq_delivery d);
+  void seek_start(int client, int group);
   void list_tick();
   void check_freed();
   bool stale(const member& m, std::uint64_t incarnation, std::uint64_t phase) const;

@@ -225,6 +225,8 @@ run_report run_seed(const run_options& options) {
     report.mq_payloads_peak = m.payloads_peak;
     report.mq_acked_upto = m.acked_upto;
     report.mq_refused_full = m.refused_full;
+    report.mq_seeks = m.seeks;
+    report.mq_replayed = m.replayed;
   }
   report.counts = check.stats();
   report.simulated_s = seconds(w.now().time_since_epoch());

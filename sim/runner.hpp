@@ -82,6 +82,9 @@ struct run_report {
   /// full (its policy reject).
   std::uint64_t mq_acked_upto = 0;
   std::uint64_t mq_refused_full = 0;
+  /// Seeks confirmed, and acked messages delivered again after them.
+  std::uint64_t mq_seeks = 0;
+  std::uint64_t mq_replayed = 0;
   /// The most payloads the master held under `~mq/` at one count.
   std::uint64_t mq_payloads_peak = 0;
   checker::counts counts;

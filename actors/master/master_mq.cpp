@@ -178,7 +178,7 @@ void run_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p)
   auto& st = self->state;
   mq_member_id member{p.group, p.session};
   auto polled = st.mq_groups.poll(p.group, p.session, std::max<std::uint32_t>(p.max_messages, 1), p.max_bytes,
-                                  st.wall_ms(), st.mq);
+                                  st.wall_ms(), st.mq, p.poll_seq, p.answered_seq);
   journal(self);
   auto old = st.mq_polls.find(member);
   if (!polled) {
@@ -468,7 +468,7 @@ void on_settle(self_ptr self, const request_context& ctx, const wire::mq_settle&
       break;
     }
     case wire::mq_settle_kind::ack_upto: {
-      auto n = st.mq_groups.ack_upto(s.group, s.session, id, s.offset);
+      auto n = st.mq_groups.ack_upto(s.group, s.session, id, s.offset, s.answered_seq);
       if (!n) return answer_error(self, ctx, n.error());
       count = *n;
       break;

@@ -20,6 +20,7 @@ constexpr std::int64_t due_now = INT64_MIN;
 
 struct mq_groups::gather {
   std::uint64_t session;
+  std::uint64_t poll_seq;
   member_state& member;
   std::int64_t now_ms;
   std::int64_t ack_timeout_ms;
@@ -248,7 +249,8 @@ void mq_groups::move(const std::string& name, group_state& g, const mq_partition
 // Delivery.
 
 result<mq_polled> mq_groups::poll(const std::string& group, std::uint64_t session, std::size_t max_messages,
-                                  std::uint64_t max_bytes, std::int64_t now_ms, const mq_log& log) {
+                                  std::uint64_t max_bytes, std::int64_t now_ms, const mq_log& log,
+                                  std::uint64_t poll_seq, std::uint64_t answered_seq) {
   if (max_messages < 1 || max_messages > mq_poll_messages_max) {
     return fail(errc::invalid_argument, "a poll asks for 1 to " + std::to_string(mq_poll_messages_max) + " messages");
   }
@@ -262,7 +264,8 @@ result<mq_polled> mq_groups::poll(const std::string& group, std::uint64_t sessio
   }
   auto& m = mit->second;
   SLUICE_ASSERT(m.in_flight <= g.config.prefetch);
-  gather gt{session, m, now_ms, g.config.ack_timeout_ms, max_bytes,
+  take_back_lost(g, m, session, poll_seq, answered_seq, now_ms);
+  gather gt{session, poll_seq, m, now_ms, g.config.ack_timeout_ms, max_bytes,
             std::min<std::size_t>(max_messages, g.config.prefetch - m.in_flight), 0, false, {}};
   if (gt.room == 0) {
     gt.out.wait = mq_wait::prefetch_full;
@@ -287,6 +290,28 @@ result<mq_polled> mq_groups::poll(const std::string& group, std::uint64_t sessio
     gt.out.retry_at_ms = next_due(g, m, now_ms);
   }
   return std::move(gt.out);
+}
+
+void mq_groups::take_back_lost(group_state& g, member_state& m, std::uint64_t session, std::uint64_t poll_seq,
+                               std::uint64_t answered_seq, std::int64_t now_ms) {
+  // Polls of one member come one after another: those between the last
+  // answered and this one were answered into the void.
+  if (poll_seq == 0 || poll_seq <= answered_seq + 1) return;
+  for (auto& id : m.partitions) {
+    auto& ps = g.partitions.at(id);
+    for (auto it = ps.flying.begin(); it != ps.flying.end();) {
+      auto next = std::next(it);
+      auto& f = it->second;
+      if (f.member == session && f.poll_seq > answered_seq && f.poll_seq < poll_seq) {
+        auto offset = it->first;
+        SLUICE_ASSERT(f.deliveries > 0);
+        auto deliveries = f.deliveries - 1;
+        land(g, ps, it);
+        ps.redeliver.emplace(offset, redelivery{now_ms, deliveries});
+      }
+      it = next;
+    }
+  }
 }
 
 void mq_groups::deliver_due(gather& gt, const mq_partition_id& id, partition_state& ps, const mq_log& log) {
@@ -319,7 +344,7 @@ void mq_groups::deliver(gather& gt, const mq_partition_id& id, partition_state& 
   SLUICE_ASSERT(ps.member == gt.session);
   SLUICE_ASSERT(shell.offset >= ps.committed && shell.offset < ps.next);
   auto deadline_ms = gt.now_ms + gt.ack_timeout_ms;
-  auto [it, inserted] = ps.flying.emplace(shell.offset, flight{gt.session, ps.generation, deadline_ms, deliveries + 1});
+  auto [it, inserted] = ps.flying.emplace(shell.offset, flight{gt.session, ps.generation, deadline_ms, deliveries + 1, gt.poll_seq});
   SLUICE_ASSERT(inserted);
   gt.member.in_flight += 1;
   gt.bytes += shell.size_bytes;
@@ -398,13 +423,15 @@ result<void> mq_groups::ack(const std::string& group, std::uint64_t session, con
 }
 
 result<std::uint64_t> mq_groups::ack_upto(const std::string& group, std::uint64_t session,
-                                          const mq_partition_id& partition, std::uint64_t offset) {
+                                          const mq_partition_id& partition, std::uint64_t offset,
+                                          std::uint64_t answered_seq) {
   auto h = find_held(group, session, partition);
   if (!h) return std::move(h).error();
   auto& ps = *h->state;
   std::vector<std::uint64_t> offsets;
   for (auto it = ps.flying.begin(); it != ps.flying.end() && it->first <= offset; ++it) {
-    if (it->second.member == session) offsets.push_back(it->first);
+    bool seen = answered_seq == 0 || it->second.poll_seq <= answered_seq;
+    if (it->second.member == session && seen) offsets.push_back(it->first);
   }
   if (offsets.empty()) {
     return fail(errc::not_found, "nothing at or below offset " + std::to_string(offset) + " of " +

@@ -225,8 +225,14 @@ class mq_groups {
   /// `max_messages` (1..mq_poll_messages_max), `max_bytes` (0: any; one
   /// message larger than it still goes out alone) and the group's prefetch
   /// less what the member holds. `not_found` when not a live member.
+  ///
+  /// A member that counts its polls (`poll_seq` 1, 2, ...; 0: it does not)
+  /// names the last one whose answer reached it (`answered_seq`): what the
+  /// polls in between delivered never arrived, and goes out again at once,
+  /// as if it had not gone out (its delivery count is not raised).
   result<mq_polled> poll(const std::string& group, std::uint64_t session, std::size_t max_messages,
-                         std::uint64_t max_bytes, std::int64_t now_ms, const mq_log& log);
+                         std::uint64_t max_bytes, std::int64_t now_ms, const mq_log& log,
+                         std::uint64_t poll_seq = 0, std::uint64_t answered_seq = 0);
   /// `topic`'s `partition` grew (or was sought): the parked members
   /// holding it, unparked, to poll again.
   std::vector<mq_member_id> wake(const std::string& topic, std::uint32_t partition);
@@ -239,8 +245,10 @@ class mq_groups {
   /// Acks every delivery in flight to `session` on the partition at or
   /// below `offset`; returns how many. `conflict` when the partition is
   /// not `session`'s, `not_found` when none was in flight.
+  /// With `answered_seq` (not 0), only what polls up to that one
+  /// delivered: never a delivery whose answer the member did not get.
   result<std::uint64_t> ack_upto(const std::string& group, std::uint64_t session, const mq_partition_id& partition,
-                                 std::uint64_t offset);
+                                 std::uint64_t offset, std::uint64_t answered_seq = 0);
   /// Gives a delivery back, to go out again at `now_ms + delay_ms`
   /// (delay 0..mq_delay_ms_max), or dead-letters it when it ran out of
   /// deliveries. Refused as ack() is.
@@ -296,6 +304,7 @@ class mq_groups {
     std::uint64_t generation = 0;
     std::int64_t deadline_ms = 0;
     std::uint32_t deliveries = 0;
+    std::uint64_t poll_seq = 0;  ///< the member's poll that delivered it (0: not counted)
   };
   struct redelivery {
     std::int64_t available_ms = 0;
@@ -350,6 +359,8 @@ class mq_groups {
                                           std::int64_t at_ms, const mq_log& log);
   /// One poll's progress: what it gathered and what room is left.
   struct gather;
+  void take_back_lost(group_state& g, member_state& m, std::uint64_t session, std::uint64_t poll_seq,
+                      std::uint64_t answered_seq, std::int64_t now_ms);
   void deliver_due(gather& gt, const mq_partition_id& id, partition_state& ps, const mq_log& log);
   void deliver_new(gather& gt, const mq_partition_id& id, partition_state& ps, const mq_log& log);
   void deliver(gather& gt, const mq_partition_id& id, partition_state& ps, const mq_shell& shell,

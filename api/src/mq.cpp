@@ -102,6 +102,17 @@ struct mq_consumer::impl {
   /// Joins are made one at a time; every other call may run alongside.
   std::mutex join_mutex;
   std::atomic<bool> joined{false};
+  /// Polls sent, and the last one whose answer came (wire::mq_poll): the
+  /// master hands out again at once what a lost answer carried, and an
+  /// ack_upto never settles it.
+  std::atomic<std::uint64_t> polls{0};
+  std::atomic<std::uint64_t> answered{0};
+
+  void poll_answered(std::uint64_t seq) {
+    auto seen = answered.load(std::memory_order_relaxed);
+    while (seen < seq && !answered.compare_exchange_weak(seen, seq, std::memory_order_relaxed)) {
+    }
+  }
 
   result<void> do_join() {
     std::lock_guard lock{join_mutex};
@@ -145,7 +156,8 @@ result<std::vector<mq_message>> mq_consumer::poll(const poll_options& options) {
     if (auto ok = st.do_join(); !ok) return std::move(ok).error();
   }
   wire::mq_poll p{st.group, 0, static_cast<std::uint32_t>(std::min<std::size_t>(options.max_messages, 1024)),
-                  options.max_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(options.wait.count(), 0))};
+                  options.max_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(options.wait.count(), 0)),
+                  st.polls.fetch_add(1, std::memory_order_relaxed) + 1, st.answered.load(std::memory_order_relaxed)};
   auto timeout = options.wait + effective(*st.c, st.options.timeout);
   auto convert = mq_reply<wire::mq_polled>;
   auto polled = st.ask<wire::mq_polled>(p, timeout, convert);
@@ -156,6 +168,7 @@ result<std::vector<mq_message>> mq_consumer::poll(const poll_options& options) {
     polled = st.ask<wire::mq_polled>(p, timeout, convert);
   }
   if (!polled) return std::move(polled).error();
+  st.poll_answered(p.poll_seq);
   std::vector<std::string_view> keys;
   keys.reserve(polled->deliveries.size());
   for (auto& d : polled->deliveries) keys.push_back(d.payload);
@@ -186,6 +199,7 @@ result<std::uint64_t> mq_consumer::ack_upto(std::string_view topic, std::uint32_
   s.kind = wire::mq_settle_kind::ack_upto;
   s.partition = {std::string{topic}, partition};
   s.offset = offset;
+  s.answered_seq = impl_->answered.load(std::memory_order_relaxed);
   return impl_->settle(std::move(s));
 }
 

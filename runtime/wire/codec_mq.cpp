@@ -156,6 +156,8 @@ void put(s::Mq::Builder b, const mq_poll& x) {
   p.setMaxMessages(x.max_messages);
   p.setMaxBytes(x.max_bytes);
   p.setWaitMs(x.wait_ms);
+  p.setPollSeq(x.poll_seq);
+  p.setAnsweredSeq(x.answered_seq);
 }
 
 void put(s::Mq::Builder b, const mq_polled& x) {
@@ -171,6 +173,7 @@ void put(s::Mq::Builder b, const mq_settle& x) {
   t.setOffset(x.offset);
   t.setGeneration(x.generation);
   t.setDelayMs(x.delay_ms);
+  t.setAnsweredSeq(x.answered_seq);
 }
 
 void put(s::Mq::Builder b, const mq_settled& x) { b.setSettled(x.count); }
@@ -273,7 +276,8 @@ result<mq_body> read_join(s::MqJoin::Reader r) {
 }
 
 mq_body read_poll(s::MqPoll::Reader r) {
-  return mq_poll{from_text(r.getGroup()), r.getSession(), r.getMaxMessages(), r.getMaxBytes(), r.getWaitMs()};
+  return mq_poll{from_text(r.getGroup()), r.getSession(), r.getMaxMessages(), r.getMaxBytes(), r.getWaitMs(),
+                 r.getPollSeq(), r.getAnsweredSeq()};
 }
 
 mq_body read_polled(capnp::List<s::MqDelivery>::Reader list) {
@@ -288,7 +292,7 @@ result<mq_body> read_settle(s::MqSettle::Reader r) {
   auto kind = read_enum(r.getKind(), mq_settle_kind::nack, "mq_settle with unknown kind");
   if (!kind) return std::move(kind).error();
   return mq_body{mq_settle{from_text(r.getGroup()), r.getSession(), *kind, read_partition_ref(r.getPartition()),
-                           r.getOffset(), r.getGeneration(), r.getDelayMs()}};
+                           r.getOffset(), r.getGeneration(), r.getDelayMs(), r.getAnsweredSeq()}};
 }
 
 mq_body read_seek(s::MqSeek::Reader r) {

@@ -710,6 +710,11 @@ struct mq_poll {
   std::uint32_t max_messages = 0;
   std::uint64_t max_bytes = 0;
   std::uint64_t wait_ms = 0;
+  /// The member counts its polls (1, 2, ...) and names the last one whose
+  /// answer reached it: what the polls in between delivered never arrived
+  /// and goes out again at once. 0: not counted.
+  std::uint64_t poll_seq = 0;
+  std::uint64_t answered_seq = 0;
 };
 struct mq_delivery {
   mq_partition_ref partition;
@@ -735,6 +740,9 @@ struct mq_settle {
   std::uint64_t offset = 0;
   std::uint64_t generation = 0;  ///< ack, nack: the delivery's
   std::int64_t delay_ms = 0;     ///< nack: when to deliver it again
+  /// ack_upto: settles only what polls up to this one (mq_poll::poll_seq)
+  /// delivered, never what a poll whose answer was lost did. 0: any.
+  std::uint64_t answered_seq = 0;
 };
 /// The reply to mq_settle: how many deliveries it settled.
 struct mq_settled {

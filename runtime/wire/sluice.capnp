@@ -563,6 +563,8 @@ struct MqPoll {
   maxMessages @2 :UInt32;
   maxBytes @3 :UInt64;         # 0: any
   waitMs @4 :UInt64;           # how long to wait (within the deadline) when nothing is due
+  pollSeq @5 :UInt64;          # the member's count of its polls, this one included; 0: not counted
+  answeredSeq @6 :UInt64;      # the last of its polls whose answer reached it
 }
 
 struct MqDelivery {
@@ -584,6 +586,7 @@ struct MqSettle {
   offset @4 :UInt64;
   generation @5 :UInt64;       # ack, nack: the delivery's
   delayMs @6 :Int64;           # nack: when to deliver it again
+  answeredSeq @7 :UInt64;      # ack up to: only what polls up to this one delivered; 0: any
 }
 
 struct MqSeek {

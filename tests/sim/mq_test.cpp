@@ -33,7 +33,8 @@ run_options mq_run(std::uint64_t seed, bool planted = false, bool leaks = false)
 TEST_CASE("sim: 20 heavy seeds pass with producers and consumer groups, and messages are delivered, redelivered "
           "and acked") {
   constexpr std::uint64_t seeds = 20;
-  std::uint64_t produced = 0, delivered = 0, redelivered = 0, acked = 0, acked_upto = 0, refused_full = 0;
+  std::uint64_t produced = 0, delivered = 0, redelivered = 0, acked = 0, acked_upto = 0, refused_full = 0,
+                seeks = 0, replayed = 0;
   for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     auto r = run_seed(mq_run(seed));
     CHECK_MESSAGE(r.passed(), "seed " << seed << ": " << (r.passed() ? "" : r.violations.front()));
@@ -43,6 +44,8 @@ TEST_CASE("sim: 20 heavy seeds pass with producers and consumer groups, and mess
     acked += r.mq_acked;
     acked_upto += r.mq_acked_upto;
     refused_full += r.mq_refused_full;
+    seeks += r.mq_seeks;
+    replayed += r.mq_replayed;
   }
   MESSAGE(produced << " produced, " << delivered << " delivered (" << redelivered << " redelivered), " << acked
                    << " acked over " << seeds << " seeds");
@@ -52,6 +55,9 @@ TEST_CASE("sim: 20 heavy seeds pass with producers and consumer groups, and mess
   MESSAGE(acked_upto << " ack_upto calls confirmed, " << refused_full << " produces refused by a full topic");
   CHECK(acked_upto > 0);
   CHECK(refused_full > 0);
+  MESSAGE(seeks << " seeks confirmed, " << replayed << " acked messages delivered again after them");
+  CHECK(seeks > 0);
+  CHECK(replayed > 0);
 }
 
 TEST_CASE("sim: runs with the MQ workload replay identically") {

@@ -312,6 +312,43 @@ TEST_CASE("mq_groups: acks move the committed offset over the acked prefix") {
   w.groups.check_invariants();
 }
 
+TEST_CASE("mq_groups: what a poll whose answer was lost delivered goes out again at the next poll, and ack_upto never settles it") {
+  world w;
+  w.topic("t", 1);
+  for (int i = 0; i < 4; ++i) w.produce(t0, "p");
+  mq_group_config config = reads({"t"});
+  config.prefetch = 10;
+  w.join("g", 1, config);
+  // Poll 1 is answered (offsets 0, 1); poll 2 (offsets 2, 3) is answered
+  // into the void: the member never saw it.
+  auto first = w.groups.poll("g", 1, 2, 0, w.now, w.log, 1, 0);
+  REQUIRE(first.ok());
+  CHECK(offsets_of(*first) == std::vector<std::uint64_t>{0, 1});
+  auto lost = w.groups.poll("g", 1, 2, 0, w.now, w.log, 2, 1);
+  REQUIRE(lost.ok());
+  CHECK(offsets_of(*lost) == std::vector<std::uint64_t>{2, 3});
+  // An ack_upto the member sends having seen only poll 1 settles 0 and 1,
+  // not 2 and 3, though they are in flight to it below the offset named.
+  auto settled = w.groups.ack_upto("g", 1, t0, 3, 1);
+  REQUIRE(settled.ok());
+  CHECK(*settled == 2);
+  CHECK(w.view("g", t0).committed == 2);
+  CHECK(w.view("g", t0).in_flight == 2);
+  // Poll 3, naming poll 1 as the last answered, gets 2 and 3 again at once,
+  // as first deliveries: the lost ones never reached the member.
+  auto again = w.groups.poll("g", 1, 10, 0, w.now, w.log, 3, 1);
+  REQUIRE(again.ok());
+  CHECK(offsets_of(*again) == std::vector<std::uint64_t>{2, 3});
+  for (auto& d : again->deliveries) CHECK(d.delivery_count == 1);
+  CHECK(*w.groups.ack_upto("g", 1, t0, 3, 3) == 2);
+  CHECK(w.view("g", t0).committed == 4);
+  // A member that does not count its polls (0) is taken at its word.
+  w.produce(t0, "p");
+  REQUIRE(w.poll("g", 1).deliveries.size() == 1);
+  CHECK(*w.groups.ack_upto("g", 1, t0, 4) == 1);
+  w.groups.check_invariants();
+}
+
 TEST_CASE("mq_groups: an ack of what was not delivered to the member, or under a stale generation, is refused and changes nothing") {
   world w;
   w.topic("t", 2);
