@@ -19,6 +19,7 @@
 #include "actors/owner/owner_hooks.hpp"
 #include "runtime/wire/codec.hpp"
 #include "runtime/assert.hpp"
+#include "runtime/gpu/fake_device.hpp"
 #include "runtime/storage/identity.hpp"
 #include "sim/sim_transport.hpp"
 #include "transports/network.hpp"
@@ -62,6 +63,9 @@ struct world::node {
   node_id id;     // of the current (or last) incarnation
   /// Clients: what serves the RPC calls on their link, kept across incarnations.
   std::shared_ptr<rpc_served_slot> served = std::make_shared<rpc_served_slot>();
+  /// Owners, with world_config::gpu_devices: kept across incarnations, and
+  /// declared before the actor system so that it outlives the owner.
+  std::unique_ptr<gpu::fake_device> gpu;
   // One incarnation; destroyed in reverse order of declaration matters
   // less than the explicit order in crash().
   std::unique_ptr<sim_store> store;
@@ -117,6 +121,12 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.transfer_chunk_bytes = 16ULL << 10;
   cfg.owner.transfer_window = 3;
   cfg.master.mq_orphan_grace = config_.mq_orphan_grace;
+  if (config_.gpu_devices > 0) {
+    cfg.owner.gpu.enabled = true;
+    cfg.owner.gpu.devices.clear();
+    for (std::uint32_t d = 0; d < config_.gpu_devices; ++d) cfg.owner.gpu.devices.push_back(d);
+    cfg.owner.gpu.capacity_bytes = config_.gpu_capacity;
+  }
   (void)kind;
   return cfg;
 }
@@ -132,6 +142,8 @@ node_id world::id_of(int node) const { return nodes_.at(static_cast<std::size_t>
 
 rpc_served_slot& world::served_slot(int node) { return *nodes_.at(static_cast<std::size_t>(node))->served; }
 const std::string& world::name_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->name; }
+
+const gpu::fake_device* world::gpu_of(int node) const { return nodes_.at(static_cast<std::size_t>(node))->gpu.get(); }
 
 std::pair<std::uint64_t, std::uint64_t> world::rdma_reads() const noexcept {
   if (!rdma_) return {0, 0};
@@ -220,9 +232,13 @@ void world::start(int index) {
         }
         return routed;
       });
+      if (config_.gpu_devices > 0 && !n.gpu) {
+        n.gpu = std::make_unique<gpu::fake_device>(
+            gpu::fake_options{.device_count = config_.gpu_devices, .memory_bytes = 2 * config_.gpu_capacity});
+      }
       n.actor = caf::actor_cast<caf::actor>(
           spawn_owner(*n.system, owner_deps{me, cfg.owner, cfg.links, n.net.get(), faults_.get(), store,
-                                             identity_rng_.next(), fast, routes, n.rdma.get()}));
+                                             identity_rng_.next(), fast, routes, n.rdma.get(), n.gpu.get()}));
       break;
     }
     case node_kind::client: {

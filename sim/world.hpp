@@ -26,6 +26,10 @@
 #include "sim/sim_storage.hpp"
 #include "sim/trace.hpp"
 
+namespace sluice::gpu {
+class fake_device;
+}  // namespace sluice::gpu
+
 namespace sluice::sim {
 
 class rdma_fabric;
@@ -73,6 +77,10 @@ struct world_config {
   /// rdma_fail_pm per mille.
   bool rdma = false;
   std::uint32_t rdma_fail_pm = 0;
+  /// Owners get [owner.gpu] pools of gpu_capacity on each of this many
+  /// fake devices (runtime/gpu/fake_device.hpp); 0: owners have no GPU.
+  std::uint32_t gpu_devices = 0;
+  std::uint64_t gpu_capacity = 4ULL << 20;
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;
@@ -135,6 +143,9 @@ class world {
   rng& workload_rng() noexcept { return workload_rng_; }
   rng& fault_rng() noexcept { return fault_rng_; }
   trace& events() noexcept { return trace_; }
+  /// An owner's fake GPU (null without world_config::gpu_devices). It
+  /// outlives the owner's incarnations, as a device outlives a process.
+  const gpu::fake_device* gpu_of(int node) const;
   /// Reads over the simulated rdma path that completed, and that failed.
   std::pair<std::uint64_t, std::uint64_t> rdma_reads() const noexcept;
   const world_config& config() const noexcept { return config_; }

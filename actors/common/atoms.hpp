@@ -53,6 +53,9 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 /// An RDMA read the owner posted completed: (rdma_atom, work id, ok,
 /// error text); the reads of one transfer are overdue: (rdma_atom, job id).
 using rdma_atom = caf::atom_constant<caf::atom("rdma")>;
+/// What an owner's GPU pools are, or why it has none: (gpu_atom) →
+/// gpu_report (actors/owner/owner.hpp).
+using gpu_atom = caf::atom_constant<caf::atom("gpu")>;
 /// Stop the role cleanly: (stop_atom) → true once the role has said
 /// goodbye to its peers and quit.
 using stop_atom = caf::atom_constant<caf::atom("stop")>;

@@ -142,6 +142,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.ep->set_stamp([index = st.index] { return index->sent_through(); });
   st.index->set_max_value_bytes(st.cfg.fast_puts ? st.cfg.max_value_bytes : 0);
   init_links(self, deps.links);
+  init_gpu(self, deps.gpu);
   connect_master(self);
   return {
       [self](link_up_atom, transport::link_id link, const std::string& peer) {
@@ -166,6 +167,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
       [self](commits_atom) { commits_waiting(self); },
       [self](rdma_atom, std::uint64_t work, bool ok, const std::string& why) { rdma_completed(self, work, ok, why); },
       [self](rdma_atom, std::uint64_t job) { rdma_overdue(self, job); },
+      [self](gpu_atom) { return report_gpu(self); },
       [self](report_atom) {
         self->state.report_armed = false;
         send_commits(self);

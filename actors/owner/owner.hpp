@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <caf/fwd.hpp>
 
@@ -17,12 +18,34 @@
 #include "runtime/config/node_config.hpp"
 #include "transports/rdma_path.hpp"
 
+namespace sluice::gpu {
+class device;
+}  // namespace sluice::gpu
+
 namespace sluice {
+
+/// One GPU pool of an owner, as it reports it.
+struct gpu_pool_report {
+  std::uint32_t device = 0;  ///< CUDA ordinal
+  std::string name{};
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  bool ipc = false;  ///< the device can share it with local clients
+};
+
+/// The owner's answer to (gpu_atom): its pools, or why it has none.
+struct gpu_report {
+  std::vector<gpu_pool_report> pools{};
+  /// Not empty when the owner runs without GPU pools: why (the reason its
+  /// log gave at start, e.g. "no CUDA driver").
+  std::string unavailable{};
+};
 
 using owner_actor = node_actor::extend<caf::reacts_to<tick_atom>, caf::reacts_to<reconnect_atom>,
                                        caf::reacts_to<commits_atom>, caf::reacts_to<report_atom>,
                                        caf::reacts_to<rdma_atom, std::uint64_t, bool, std::string>,
-                                       caf::reacts_to<rdma_atom, std::uint64_t>>;
+                                       caf::reacts_to<rdma_atom, std::uint64_t>,
+                                       caf::replies_to<gpu_atom>::with<gpu_report>>;
 
 struct owner_deps {
   /// identity.listen_address is where other owners reach this one.
@@ -48,8 +71,14 @@ struct owner_deps {
   /// is never used). Its completions reach the actor as (rdma_atom, work
   /// id, ok, error). REQUIRES: outlives the actor.
   transport::rdma_path* rdma = nullptr;
+  /// The GPU runtime the owner opens its [owner.gpu] pools on (null: it
+  /// has none, and says so when [owner.gpu] asks for pools). REQUIRES:
+  /// outlives the actor.
+  gpu::device* gpu = nullptr;
 };
 
 owner_actor spawn_owner(caf::actor_system& sys, owner_deps deps);
 
 }  // namespace sluice
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(sluice::gpu_report)

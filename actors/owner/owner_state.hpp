@@ -18,6 +18,7 @@
 #include "actors/owner/owner_rdma.hpp"
 #include "transports/link_manager.hpp"
 #include "actors/owner/rpc_routes.hpp"
+#include "runtime/gpu/device_pool.hpp"
 
 namespace sluice::owner_detail {
 
@@ -75,6 +76,16 @@ struct reservation {
   std::string prefer_owner;
 };
 
+/// The owner's GPU pools ([owner.gpu]; owner_gpu.cpp).
+struct owner_gpu {
+  /// Null: this owner was given no GPU runtime.
+  gpu::device* device = nullptr;
+  /// One per [owner.gpu] device, opened at start; empty when unavailable.
+  gpu::device_pools pools{};
+  /// Why there are no pools ("" when there are).
+  std::string unavailable{};
+};
+
 struct owner_state {
   std::optional<endpoint> ep;
   owner_section cfg;
@@ -118,6 +129,9 @@ struct owner_state {
 
   // --- rdma (owner_rdma.cpp) ---
   rdma_state rdma;
+
+  // --- GPU pools (owner_gpu.cpp) ---
+  owner_gpu gpu;
 
   // --- commits of the fast path (owner_commits.cpp) ---
   /// A report_atom is on its way: the reports go out then.
@@ -292,6 +306,18 @@ void rdma_overdue(self_ptr self, std::uint64_t job);
 void rdma_tick(self_ptr self);
 /// Tries the rdma path to `to` again: a fresh queue pair.
 void rdma_retry(self_ptr self, const wire::replica& to);
+
+// --- GPU pools (owner_gpu.cpp) ---
+
+/// Opens the [owner.gpu] pools on `device` (all or none) and says once in
+/// the log what this owner contributes, or why it runs without GPU pools.
+void init_gpu(self_ptr self, gpu::device* device);
+/// The pool on `device`, for a request that needs one: unavailable with
+/// the reason the owner has none, or invalid_argument for a device it has
+/// no pool on.
+result<gpu::device_pool*> gpu_pool(self_ptr self, std::uint32_t device);
+/// What (gpu_atom) answers.
+gpu_report report_gpu(self_ptr self);
 
 // --- replicas (owner_replicas.cpp) ---
 

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "api/src/client_impl.hpp"
+#include "actors/owner/owner.hpp"
 #include "api/src/node_host.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/log.hpp"
@@ -46,6 +47,18 @@ node::~node() = default;
 const std::string& node::address() const noexcept { return impl_->host->address(); }
 const std::string& node::advertised_address() const noexcept { return impl_->host->advertised(); }
 std::string node::id() const { return impl_->host->id().to_string(); }
+
+result<std::vector<gpu_pool_info>> node::gpu_pools() const {
+  auto report = impl_->host->gpu_pools();
+  if (!report) return std::move(report).error();
+  if (report->pools.empty()) return fail(errc::unavailable, "no GPU pools on this owner: " + report->unavailable);
+  std::vector<gpu_pool_info> out;
+  for (auto& p : report->pools) {
+    out.push_back({.device = p.device, .name = p.name, .capacity_bytes = p.capacity_bytes, .used_bytes = p.used_bytes,
+                   .ipc = p.ipc});
+  }
+  return out;
+}
 
 result<std::unique_ptr<node>> node::start_master(const node_options& options) {
   auto cfg = configure(options);

@@ -13,6 +13,7 @@
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "actors/owner/owner_hooks.hpp"
+#include "runtime/gpu/device.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/identity.hpp"
 #include "runtime/storage/sqlite_store.hpp"
@@ -33,6 +34,9 @@ constexpr std::uint16_t inproc_tag = 2;
 constexpr std::uint16_t shm_tag = 3;
 /// How long a stopping node waits for its role to finish saying goodbye.
 constexpr std::chrono::seconds stop_timeout{2};
+/// How long a question to the node's own actor may take (it answers from
+/// its state, at once, unless it is stuck).
+constexpr std::chrono::seconds ask_timeout{5};
 
 
 std::string node_name(const node_config& cfg, std::string_view role_name, const std::string& address) {
@@ -85,6 +89,7 @@ result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, ro
                                                       placement where) {
   std::unique_ptr<node_host> host{new node_host{}};
   host->id_ = node_id{entropy_seed()};
+  host->role_ = r;
   host->sink_ = std::make_unique<actor_sink>(get_logger(to_string(r)));
   transport::transport_limits limits;
   limits.frame.max_envelope_bytes = cfg.wire.max_envelope_bytes;
@@ -261,6 +266,10 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   if (!store) return store.error();
   deps.store = std::move(*store);
   deps.rdma = h.open_rdma(cfg);
+  // The CUDA runtime (or this build's stand-in) only when pools are asked
+  // for: an owner without [owner.gpu] never touches the GPU.
+  if (cfg.owner.gpu.enabled) h.gpu_ = gpu::make_cuda_device();
+  deps.gpu = h.gpu_.get();
   deps.incarnation = entropy_seed();
   deps.index = h.index_;
   deps.routes = h.routes_;
@@ -310,6 +319,17 @@ node_host::~node_host() {
   system_config_.reset();
   net_.reset();
   rdma_.reset();
+  gpu_.reset();
+}
+
+result<gpu_report> node_host::gpu_pools() const {
+  if (role_ != role::owner) return fail(errc::invalid_argument, "only an owner has GPU pools");
+  result<gpu_report> out = fail(errc::unavailable, "the owner did not answer");
+  caf::scoped_actor self{*system_};
+  self->request(actor_, ask_timeout, gpu_atom::value)
+      .receive([&](const gpu_report& r) { out = r; },
+               [&](const caf::error& e) { out = fail(errc::unavailable, "the owner did not answer: " + system_->render(e)); });
+  return out;
 }
 
 }  // namespace sluice

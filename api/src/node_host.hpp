@@ -23,12 +23,18 @@
 #include "transports/network.hpp"
 #include "transports/rdma/rdma_engine.hpp"
 
+namespace sluice::gpu {
+class device;
+}  // namespace sluice::gpu
+
 namespace sluice::transport {
 class shm_client;
 class tcp_transport;
 }  // namespace sluice::transport
 
 namespace sluice {
+
+struct gpu_report;
 
 /// Where a master or owner listens when its config does not say.
 inline constexpr const char* default_master_listen = "127.0.0.1:7071";
@@ -73,6 +79,10 @@ class node_host {
   /// Where a client node's actor hands the RPC calls that arrive on its
   /// link (null for other roles).
   const std::shared_ptr<rpc_served_slot>& served() const noexcept { return served_; }
+  /// An owner's GPU pools, or why it has none, as its actor answers.
+  /// Errors: invalid_argument for other roles; unavailable when the actor
+  /// does not answer.
+  result<gpu_report> gpu_pools() const;
 
  private:
   node_host() = default;
@@ -86,6 +96,7 @@ class node_host {
   transport::rdma_path* open_rdma(const node_config& cfg);
 
   node_id id_;
+  role role_ = role::client;
   std::string address_;
   std::string advertise_;
   std::string shm_address_;
@@ -107,6 +118,9 @@ class node_host {
   /// (the owner actor uses it) but its poller stops before the sink goes.
   std::vector<std::span<std::byte>> pool_segments_;
   std::unique_ptr<transport::rdma::rdma_engine> rdma_;
+  /// Owners with [owner.gpu]: the GPU runtime their pools live on; goes
+  /// after the actor system, whose owner actor frees the pools.
+  std::unique_ptr<gpu::device> gpu_;
 };
 
 }  // namespace sluice

@@ -268,6 +268,24 @@ result<std::uint64_t> read_count(const toml::node& value, const key_ref& key) {
   return static_cast<std::uint64_t>(*n);
 }
 
+/// [owner.gpu] devices: a non-empty array of distinct device ordinals.
+result<std::vector<std::uint32_t>> read_gpu_devices(const toml::node& value, const key_ref& key) {
+  const auto* list = value.as_array();
+  if (list == nullptr) return must_be(key, "an array of CUDA device ordinals such as [0, 1]", value);
+  std::vector<std::uint32_t> out;
+  for (const auto& item : *list) {
+    auto n = read_integer(item, key, 0, gpu_ordinal_max);
+    if (!n) return std::move(n).error();
+    auto ordinal = static_cast<std::uint32_t>(*n);
+    if (std::find(out.begin(), out.end(), ordinal) != out.end()) {
+      return invalid(key, fmt::format("device {} is listed twice", ordinal));
+    }
+    out.push_back(ordinal);
+  }
+  if (out.empty()) return invalid(key, "must name at least one device; leave [owner.gpu] out for no GPU pools");
+  return out;
+}
+
 // Readers with the bounds of one key, so the schema below stays one line a key.
 result<std::uint64_t> read_nonzero_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, 1);
@@ -283,6 +301,9 @@ result<std::int64_t> read_threads(const toml::node& value, const key_ref& key) {
 }
 result<std::uint64_t> read_chunk_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, transfer_chunk_bytes_min);
+}
+result<std::uint64_t> read_gpu_capacity(const toml::node& value, const key_ref& key) {
+  return read_size(value, key, gpu_capacity_bytes_min);
 }
 result<std::int64_t> read_window(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, 1, transfer_window_max);
@@ -309,6 +330,16 @@ result<void> store(const toml::node& value, const key_ref& key, node_config& con
   auto read_value = read(value, key);
   if (!read_value) return std::move(read_value).error();
   auto& field = config.*section.*member;
+  field = static_cast<std::remove_reference_t<decltype(field)>>(std::move(read_value).value());
+  return {};
+}
+
+/// The same, for a key of a table inside a section ([owner.gpu]).
+template <auto section, auto table, auto member, auto read>
+result<void> store(const toml::node& value, const key_ref& key, node_config& config) {
+  auto read_value = read(value, key);
+  if (!read_value) return std::move(read_value).error();
+  auto& field = config.*section.*table.*member;
   field = static_cast<std::remove_reference_t<decltype(field)>>(std::move(read_value).value());
   return {};
 }
@@ -356,6 +387,11 @@ constexpr key_spec owner_keys[] = {
     {"transfer_window", store<&node_config::owner, &owner_section::transfer_window, read_window>},
     {"cache_remote", store<&node_config::owner, &owner_section::cache_remote, read_bool>},
 };
+/// [owner.gpu]: a table inside [owner]; writing it turns GPU pools on.
+constexpr key_spec owner_gpu_keys[] = {
+    {"devices", store<&node_config::owner, &owner_section::gpu, &gpu_section::devices, read_gpu_devices>},
+    {"capacity", store<&node_config::owner, &owner_section::gpu, &gpu_section::capacity_bytes, read_gpu_capacity>},
+};
 constexpr key_spec links_keys[] = {
     {"order", store<&node_config::links, &links_section::order, read_path_order>},
     {"timeout", store<&node_config::links, &links_section::timeout, read_duration>},
@@ -382,6 +418,26 @@ constexpr section_spec sections[] = {
     {"log", log_keys},     {"rdma", rdma_keys},
 };
 
+/// A table inside a section, such as [owner.gpu]: writing it (even empty)
+/// is what `enable` records.
+struct nested_spec {
+  std::string_view parent;
+  std::string_view name;
+  section_spec section;
+  void (*enable)(node_config&);
+};
+
+constexpr nested_spec nested_sections[] = {
+    {"owner", "gpu", {"owner.gpu", owner_gpu_keys}, [](node_config& c) { c.owner.gpu.enabled = true; }},
+};
+
+const nested_spec* find_nested(std::string_view parent, std::string_view name) {
+  for (const auto& n : nested_sections) {
+    if (n.parent == parent && n.name == name) return &n;
+  }
+  return nullptr;
+}
+
 const section_spec* find_section(std::string_view name) {
   for (const auto& s : sections) {
     if (s.name == name) return &s;
@@ -399,6 +455,9 @@ const key_spec* find_key(const section_spec& section, std::string_view name) {
 std::vector<std::string_view> key_names(const section_spec& section) {
   std::vector<std::string_view> out;
   for (const auto& k : section.keys) out.push_back(k.name);
+  for (const auto& n : nested_sections) {
+    if (n.parent == section.name) out.push_back(n.name);
+  }
   return out;
 }
 
@@ -461,8 +520,26 @@ error unknown_top_level(std::string_view source, const toml::key& key, const tom
 // ---- Walking the document ------------------------------------------------
 
 result<void> apply_section(std::string_view source, const section_spec& section,
+                           const toml::table& table, node_config& out);
+
+result<void> apply_nested(std::string_view source, const nested_spec& nested, const toml::key& key,
+                          const toml::node& value, node_config& out) {
+  const auto* table = value.as_table();
+  if (table == nullptr) {
+    key_ref ref{source, std::string(nested.section.name), key.source().begin};
+    return must_be(ref, fmt::format("a table (a [{}] section)", nested.section.name), value);
+  }
+  nested.enable(out);
+  return apply_section(source, nested.section, *table, out);
+}
+
+result<void> apply_section(std::string_view source, const section_spec& section,
                            const toml::table& table, node_config& out) {
   for (auto&& [key, value] : table) {
+    if (const nested_spec* nested = find_nested(section.name, key.str())) {
+      if (auto applied = apply_nested(source, *nested, key, value, out); !applied) return applied;
+      continue;
+    }
     const key_spec* spec = find_key(section, key.str());
     if (spec == nullptr) return unknown_key(source, section, key);
     key_ref ref{source, fmt::format("{}.{}", section.name, key.str()), value.source().begin};

@@ -78,6 +78,23 @@ enum class prefault_policy : std::uint8_t {
   background = 1,  ///< a thread touches every page while the pool is in use
 };
 
+/// GPU memory an owner contributes ([owner.gpu]; docs/gpu.md).
+struct gpu_section {
+  /// The section was written: the owner probes for CUDA devices at start
+  /// and contributes a pool on each of `devices`, or says once why not.
+  bool enabled = false;
+  /// CUDA device ordinals, each at most once, 0 to gpu_ordinal_max.
+  std::vector<std::uint32_t> devices{0};
+  /// Device memory of each pool, allocated once at start.
+  std::uint64_t capacity_bytes = 1ULL << 30;
+};
+
+/// The highest device ordinal [owner.gpu] devices accepts.
+inline constexpr std::uint32_t gpu_ordinal_max = 63;
+/// The smallest [owner.gpu] capacity. Why: below it a pool holds almost
+/// nothing and its allocator's slabs would be tiny.
+inline constexpr std::uint64_t gpu_capacity_bytes_min = 1ULL << 20;
+
 struct owner_section {
   /// The master's address (host:port or inproc://name).
   std::string master;
@@ -122,6 +139,8 @@ struct owner_section {
   /// A value read from another owner stays here as a copy registered with
   /// the master, so the next read of it on this host is local.
   bool cache_remote = true;
+  /// [owner.gpu]: GPU pools.
+  gpu_section gpu{};
 };
 
 /// How an owner reaches other owners: its link manager's settings.

@@ -9,8 +9,10 @@
 // can), exactly as they would across machines.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "sluice/client.hpp"
 #include "sluice/result.hpp"
@@ -34,6 +36,15 @@ struct node_options {
   std::string data_dir;
 };
 
+/// One GPU pool an owner contributes ([owner.gpu], docs/gpu.md).
+struct gpu_pool_info {
+  std::uint32_t device = 0;  ///< CUDA device ordinal
+  std::string name{};        ///< the device's name, e.g. "NVIDIA H200"
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t used_bytes = 0;
+  bool ipc = false;  ///< the device can share the pool with other processes
+};
+
 class node {
  public:
   static result<std::unique_ptr<node>> start_master(const node_options& options = {});
@@ -51,6 +62,13 @@ class node {
   const std::string& advertised_address() const noexcept;
   /// The node's id, 16 hex digits.
   std::string id() const;
+  /// Owners: the GPU pools this owner contributes, one per [owner.gpu]
+  /// device. Errors: unavailable when it runs without GPU pools, with the
+  /// reason it logged at start ("no GPU pools on this owner: no CUDA
+  /// driver", "... no CUDA device", "... no CUDA in this build", "... no
+  /// [owner.gpu] section in this owner's configuration", an allocation
+  /// that failed); invalid_argument on a master.
+  result<std::vector<gpu_pool_info>> gpu_pools() const;
 
   struct impl;
   explicit node(std::unique_ptr<impl> state);

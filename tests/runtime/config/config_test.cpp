@@ -471,3 +471,57 @@ TEST_CASE("config: a file larger than a config file can be is refused") {
   huge.write(std::string((1 << 20) + 1, '#'));
   CHECK(contains(failure(sluice::load_config_file(huge.str())), "is it the right file?"));
 }
+
+TEST_CASE("config: without an [owner.gpu] section the owner has no GPU pools") {
+  auto r = load_config_string("[owner]\ncapacity = \"64MiB\"\n");
+  REQUIRE(r.ok());
+  CHECK_FALSE(r->owner.gpu.enabled);
+}
+
+TEST_CASE("config: [owner.gpu] names the devices and the capacity of each pool") {
+  auto r = load_config_string("[owner.gpu]\ndevices = [1, 0]\ncapacity = \"8GiB\"\n");
+  REQUIRE(r.ok());
+  CHECK(r->owner.gpu.enabled);
+  CHECK(r->owner.gpu.devices == std::vector<std::uint32_t>{1, 0});
+  CHECK(r->owner.gpu.capacity_bytes == 8ULL << 30);
+}
+
+TEST_CASE("config: an empty [owner.gpu] section turns GPU pools on with the defaults") {
+  for (auto text : {"[owner.gpu]\n", "owner.gpu = {}\n", "[owner]\ngpu = {}\n"}) {
+    auto r = load_config_string(text);
+    REQUIRE(r.ok());
+    CHECK(r->owner.gpu.enabled);
+    CHECK(r->owner.gpu.devices == std::vector<std::uint32_t>{0});
+    CHECK(r->owner.gpu.capacity_bytes == 1ULL << 30);
+  }
+}
+
+TEST_CASE("config: an unknown key in [owner.gpu] is rejected with a suggestion") {
+  auto message = failure(load_config_string("[owner.gpu]\ndevics = [0]\n"));
+  CHECK(contains(message, "<string>:2:1: unknown key 'owner.gpu.devics'; did you mean 'owner.gpu.devices'?"));
+  message = failure(load_config_string("[owner.gpu]\nstreams = 4\n"));
+  CHECK(contains(message, "unknown key 'owner.gpu.streams'; the keys of [owner.gpu] are: devices, capacity"));
+}
+
+TEST_CASE("config: [owner.gpu] devices must be distinct ordinals, at least one") {
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ndevices = [0, 0]\n")), "device 0 is listed twice"));
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ndevices = []\n")), "must name at least one device"));
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ndevices = [64]\n")),
+                 "key 'owner.gpu.devices': must be from 0 to 63, found 64"));
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ndevices = 0\n")), "must be an array of CUDA device ordinals"));
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ndevices = [\"0\"]\n")), "must be an integer, found a string"));
+}
+
+TEST_CASE("config: [owner.gpu] capacity is a size of at least 1 MiB") {
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ncapacity = \"512KiB\"\n")),
+                 "key 'owner.gpu.capacity': must be at least 1 MiB, found 512 KiB"));
+  CHECK(contains(failure(load_config_string("[owner.gpu]\ncapacity = \"1.5GiB\"\n")), "fractions are not accepted"));
+  auto r = load_config_string("[owner.gpu]\ncapacity = 1048576\n");
+  REQUIRE(r.ok());
+  CHECK(r->owner.gpu.capacity_bytes == 1ULL << 20);
+}
+
+TEST_CASE("config: owner.gpu written as a plain value is rejected") {
+  CHECK(contains(failure(load_config_string("[owner]\ngpu = true\n")),
+                 "key 'owner.gpu' must be a table (a [owner.gpu] section), found a boolean"));
+}
