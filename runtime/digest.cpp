@@ -1,12 +1,14 @@
 #include "runtime/digest.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "runtime/assert.hpp"
 
 namespace sluice {
 
-void md5_hasher::free_ctx::operator()(evp_md_ctx_st* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
+void md5_hasher_free_ctx::operator()(evp_md_ctx_st* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
 
 md5_hasher::md5_hasher() : ctx_(EVP_MD_CTX_new()) {
   SLUICE_ASSERT(ctx_ != nullptr);
@@ -36,6 +38,45 @@ md5_digest md5_of(std::string_view bytes) {
   md5_hasher h;
   h.update(bytes);
   return h.finish();
+}
+
+sha256_hasher::sha256_hasher() : ctx_(EVP_MD_CTX_new()) {
+  SLUICE_ASSERT(ctx_ != nullptr);
+  SLUICE_ASSERT(EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) == 1);
+}
+
+sha256_hasher::~sha256_hasher() = default;
+
+void sha256_hasher::update(std::span<const std::byte> bytes) {
+  SLUICE_ASSERT(EVP_DigestUpdate(ctx_.get(), bytes.data(), bytes.size()) == 1);
+}
+
+sha256_digest sha256_hasher::finish() {
+  sha256_digest out{};
+  unsigned int length = 0;
+  SLUICE_ASSERT(EVP_DigestFinal_ex(ctx_.get(), out.data(), &length) == 1);
+  SLUICE_ASSERT(length == out.size());
+  return out;
+}
+
+sha256_digest sha256_of(std::string_view bytes) {
+  sha256_hasher h;
+  h.update(std::span<const std::byte>{reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});
+  return h.finish();
+}
+
+sha256_digest hmac_sha256(std::string_view key, std::string_view message) {
+  sha256_digest out{};
+  unsigned int length = 0;
+  auto* done = HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+                    reinterpret_cast<const unsigned char*>(message.data()), message.size(), out.data(), &length);
+  SLUICE_ASSERT(done != nullptr);
+  SLUICE_ASSERT(length == out.size());
+  return out;
+}
+
+bool equal_in_constant_time(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string to_hex(std::span<const std::uint8_t> bytes) {

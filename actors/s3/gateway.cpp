@@ -7,6 +7,7 @@
 #include "actors/s3/gateway_state.hpp"
 #include "actors/s3/names.hpp"
 #include "runtime/assert.hpp"
+#include "runtime/digest.hpp"
 
 namespace sluice::s3 {
 namespace {
@@ -95,6 +96,64 @@ class tagging_sink final : public body_sink {
   bool head_;
 };
 
+/// Checks the body against the SHA-256 the signature covers before the
+/// inner sink may commit anything.
+class payload_checking_sink final : public body_sink {
+ public:
+  payload_checking_sink(std::unique_ptr<body_sink> inner, std::string expected, context ctx)
+      : inner_(std::move(inner)), expected_(std::move(expected)), ctx_(std::move(ctx)) {}
+  std::optional<response> write(std::span<const std::byte> bytes) override {
+    hasher_.update(bytes);
+    return inner_->write(bytes);
+  }
+  response finish() override {
+    auto digest = hasher_.finish();
+    if (to_hex(digest) != expected_) {
+      inner_.reset();  // drops what it staged
+      return ctx_.fail(s3_code::content_sha256_mismatch,
+                       "The provided 'x-amz-content-sha256' header does not match what was computed.");
+    }
+    return inner_->finish();
+  }
+
+ private:
+  std::unique_ptr<body_sink> inner_;
+  std::string expected_;
+  context ctx_;
+  sha256_hasher hasher_;
+};
+
+started dispatch(const context& ctx) {
+  if (auto name = unsupported(ctx.r)) {
+    return ctx.fail(s3_code::not_implemented, "The '" + std::string{*name} + "' sub-resource is not supported.");
+  }
+  auto sha = ctx.r.header("x-amz-content-sha256");
+  if (sha && sha->starts_with("STREAMING-")) {
+    return ctx.fail(s3_code::not_implemented, "aws-chunked (streaming signed) bodies are not supported.");
+  }
+  if (ctx.r.bucket.empty()) return service_request(ctx);
+  if (!valid_bucket_name(ctx.r.bucket)) {
+    if (ctx.r.method == "PUT" && ctx.r.key.empty()) {
+      return ctx.fail(s3_code::invalid_bucket_name, "The specified bucket is not valid.");
+    }
+    return ctx.fail(s3_code::no_such_bucket, "The specified bucket does not exist.");
+  }
+  return ctx.r.key.empty() ? bucket_request(ctx) : object_request(ctx);
+}
+
+/// Checks the signature when the gateway has credentials, then dispatches.
+started authorized(const context& ctx) {
+  const auto& auth = ctx.g.options.auth;
+  if (!auth) return dispatch(ctx);
+  auto checked = verify_sigv4(ctx.r, *auth, ctx.g.options.region, ctx.g.options.now_ns() / 1'000'000'000);
+  if (auto* e = std::get_if<s3_error>(&checked)) return ctx.fail(*e);
+  auto out = dispatch(ctx);
+  auto& payload = std::get<verified>(checked).payload_sha256;
+  auto* sink = std::get_if<std::unique_ptr<body_sink>>(&out);
+  if (!sink || !payload) return out;
+  return std::make_unique<payload_checking_sink>(std::move(*sink), *payload, ctx);
+}
+
 }  // namespace
 
 gateway::gateway(bucket_store& store, read_path& reads, gateway_options options)
@@ -116,23 +175,7 @@ started gateway::start(const request_head& head) {
                           head.target, id);
   }
   context ctx{.g = *state_, .r = std::move(*parsed), .request_id = id};
-  started out = [&]() -> started {
-    if (auto name = unsupported(ctx.r)) {
-      return ctx.fail(s3_code::not_implemented, "The '" + std::string{*name} + "' sub-resource is not supported.");
-    }
-    auto sha = ctx.r.header("x-amz-content-sha256");
-    if (sha && sha->starts_with("STREAMING-")) {
-      return ctx.fail(s3_code::not_implemented, "aws-chunked (streaming signed) bodies are not supported.");
-    }
-    if (ctx.r.bucket.empty()) return service_request(ctx);
-    if (!valid_bucket_name(ctx.r.bucket)) {
-      if (ctx.r.method == "PUT" && ctx.r.key.empty()) {
-        return ctx.fail(s3_code::invalid_bucket_name, "The specified bucket is not valid.");
-      }
-      return ctx.fail(s3_code::no_such_bucket, "The specified bucket does not exist.");
-    }
-    return ctx.r.key.empty() ? bucket_request(ctx) : object_request(ctx);
-  }();
+  started out = authorized(ctx);
   bool is_head = head.method == "HEAD";
   if (auto* r = std::get_if<response>(&out)) {
     r->headers.emplace_back("x-amz-request-id", id);

@@ -18,6 +18,7 @@
 #include "actors/s3/http_types.hpp"
 #include "actors/s3/read_path.hpp"
 #include "actors/s3/s3_error.hpp"
+#include "actors/s3/sigv4.hpp"
 #include "runtime/storage/bucket_store.hpp"
 
 namespace sluice::s3 {
@@ -43,6 +44,9 @@ struct gateway_options {
   /// empty: path style only.
   std::string domain{};
   std::string region{"us-east-1"};
+  /// Requests must be signed (SigV4) with this key; nullopt: anonymous
+  /// access, nothing is checked.
+  std::optional<credentials> auth{};
   /// Seeds the upload ids.
   std::uint64_t seed{};
   /// Wall-clock time in ns since the epoch (multipart initiation times).

@@ -34,13 +34,25 @@ std::string_view code_name(s3_code code) {
     case s3_code::service_unavailable: return "ServiceUnavailable";
     case s3_code::slow_down: return "SlowDown";
     case s3_code::insufficient_storage: return "InsufficientStorage";
+    case s3_code::invalid_access_key_id: return "InvalidAccessKeyId";
+    case s3_code::signature_does_not_match: return "SignatureDoesNotMatch";
+    case s3_code::request_time_too_skewed: return "RequestTimeTooSkewed";
+    case s3_code::authorization_header_malformed: return "AuthorizationHeaderMalformed";
+    case s3_code::authorization_query_parameters_error: return "AuthorizationQueryParametersError";
+    case s3_code::content_sha256_mismatch: return "XAmzContentSHA256Mismatch";
   }
   return "InternalError";
 }
 
 int code_status(s3_code code) {
   switch (code) {
-    case s3_code::access_denied: return 403;
+    case s3_code::access_denied:
+    case s3_code::invalid_access_key_id:
+    case s3_code::signature_does_not_match:
+    case s3_code::request_time_too_skewed: return 403;
+    case s3_code::authorization_header_malformed:
+    case s3_code::authorization_query_parameters_error:
+    case s3_code::content_sha256_mismatch: return 400;
     case s3_code::bucket_already_owned_by_you:
     case s3_code::bucket_not_empty: return 409;
     case s3_code::entity_too_large:

@@ -38,6 +38,12 @@ enum class s3_code {
   service_unavailable,
   slow_down,
   insufficient_storage,
+  invalid_access_key_id,
+  signature_does_not_match,
+  request_time_too_skewed,
+  authorization_header_malformed,
+  authorization_query_parameters_error,
+  content_sha256_mismatch,
 };
 
 std::string_view code_name(s3_code code);

@@ -24,6 +24,8 @@ struct s3_flags {
   std::vector<std::string> buckets;  // NAME=DIR
   std::string root;
   bool anonymous = false;
+  std::string access_key;
+  std::string secret_key;
   std::string domain;
   std::string region = "us-east-1";
   std::size_t threads = 4;
@@ -70,11 +72,25 @@ std::int64_t wall_clock_ns() {
       .count();
 }
 
-int run_s3(const s3_flags& f) {
-  if (!f.anonymous) {
-    return usage("request signatures are not checked yet, so every client may read and write: "
-                 "start with --anonymous to accept that");
+/// Exactly one of: --anonymous, or an access key with its secret.
+result<std::optional<s3::credentials>> access_of(const s3_flags& f) {
+  bool keyed = !f.access_key.empty() || !f.secret_key.empty();
+  if (f.anonymous && keyed) return fail(errc::invalid_argument, "--anonymous and --access-key/--secret-key exclude each other");
+  if (f.anonymous) return std::optional<s3::credentials>{};
+  if (!keyed) {
+    return fail(errc::invalid_argument,
+                "say who may use the gateway: --access-key KEY --secret-key SECRET (requests signed with SigV4), "
+                "or --anonymous (anyone may read and write)");
   }
+  if (f.access_key.empty() || f.secret_key.empty()) {
+    return fail(errc::invalid_argument, "--access-key and --secret-key go together");
+  }
+  return std::optional<s3::credentials>{s3::credentials{.access_key = f.access_key, .secret_key = f.secret_key}};
+}
+
+int run_s3(const s3_flags& f) {
+  auto access = access_of(f);
+  if (!access) return usage(access.error().message());
   auto options = store_options(f);
   if (!options) return usage(options.error().message());
   auto request_timeout = timeout_flag("--request-timeout", f.request_timeout);
@@ -85,7 +101,10 @@ int run_s3(const s3_flags& f) {
   if (!store) return usage("cannot open the backing directories: " + store.error().message());
   s3::store_read_path reads{**store};
   s3::gateway gateway{**store, reads,
-                      s3::gateway_options{.domain = f.domain, .region = f.region, .seed = entropy_seed(),
+                      s3::gateway_options{.domain = f.domain,
+                                          .region = f.region,
+                                          .auth = *access,
+                                          .seed = entropy_seed(),
                                           .now_ns = wall_clock_ns}};
   auto server = s3_server::start(gateway, s3_server_options{.listen = f.listen,
                                                             .threads = f.threads,
@@ -96,7 +115,9 @@ int run_s3(const s3_flags& f) {
     std::cerr << "sluice s3: cannot start: " << server.error().to_string() << "\n";
     return server.code() == errc::invalid_argument ? exit_usage : exit_failed;
   }
-  std::cout << "sluice s3: listening on " << (*server)->address() << " (anonymous access: anyone may read and write)"
+  std::cout << "sluice s3: listening on " << (*server)->address()
+            << (*access ? " (requests must be signed with SigV4, access key " + f.access_key + ")"
+                        : std::string{" (anonymous access: anyone may read and write)"})
             << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice s3: stopping" << std::endl;
@@ -112,8 +133,11 @@ void add_s3_command(CLI::App& app, int& exit_code) {
   s3->add_option("--bucket", f->buckets, "Export DIR as bucket NAME: NAME=DIR (repeatable)");
   s3->add_option("--root", f->root, "Subdirectories of DIR are buckets; CreateBucket makes new ones here")
       ->check(CLI::ExistingDirectory);
-  s3->add_flag("--anonymous", f->anonymous,
-               "Accept unsigned requests from anyone (required: signature checks are not implemented yet)");
+  s3->add_flag("--anonymous", f->anonymous, "Accept unsigned requests from anyone (instead of an access key)");
+  s3->add_option("--access-key", f->access_key, "The access key id requests must be signed with (SigV4)");
+  s3->add_option("--secret-key", f->secret_key,
+                 "Its secret (also from the environment variable SLUICE_S3_SECRET_KEY, which ps does not show)")
+      ->envname("SLUICE_S3_SECRET_KEY");
   s3->add_option("--domain", f->domain, "Also accept virtual-host addressing: BUCKET.DOMAIN");
   s3->add_option("--region", f->region, "The region reported to clients (default us-east-1)");
   s3->add_option("--threads", f->threads, "I/O threads (default 4)")->check(CLI::Range(1, 64));

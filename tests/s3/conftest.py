@@ -15,16 +15,18 @@ SLUICE_BINARY = os.environ.get("SLUICE_BINARY", "build/api/sluice")
 
 
 class Gateway:
-    """A `sluice s3 --anonymous` process exporting `data_dir` as bucket
-    `data`, with `root_dir` for buckets made through the API."""
+    """A `sluice s3` process exporting `data_dir` as bucket `data`, with
+    `root_dir` for buckets made through the API: anonymous, or checking
+    SigV4 signatures when given `access` = (key, secret)."""
 
-    def __init__(self, tmp_path, extra_args=()):
+    def __init__(self, tmp_path, extra_args=(), access=None):
         self.data_dir = os.path.join(tmp_path, "data")
         self.root_dir = os.path.join(tmp_path, "root")
         os.makedirs(self.data_dir, exist_ok=True)
         os.makedirs(self.root_dir, exist_ok=True)
+        who = ["--access-key", access[0], "--secret-key", access[1]] if access else ["--anonymous"]
         args = [SLUICE_BINARY, "s3", "--listen", "127.0.0.1:0", "--bucket", "data=" + self.data_dir,
-                "--root", self.root_dir, "--anonymous", *extra_args]
+                "--root", self.root_dir, *who, *extra_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         found = re.search(r"listening on (\S+)", line)
@@ -35,13 +37,13 @@ class Gateway:
         self.endpoint = "http://" + self.address
         self.host, self.port = self.address.rsplit(":", 1)
 
-    def client(self, **config):
+    def client(self, key="anonymous", secret="anonymous", **config):
         import boto3
         from botocore.config import Config
 
         return boto3.client(
             "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id="anonymous", aws_secret_access_key="anonymous",
+            aws_access_key_id=key, aws_secret_access_key=secret,
             config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, **config))
 
     def alive(self):
