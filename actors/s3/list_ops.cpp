@@ -6,6 +6,7 @@
 
 #include "actors/s3/conditions.hpp"
 #include "actors/s3/gateway_state.hpp"
+#include "actors/s3/names.hpp"
 #include "actors/s3/xml.hpp"
 #include "runtime/digest.hpp"
 
@@ -50,6 +51,11 @@ result<listed> collect(const context& ctx, const list_params& p) {
     if (!batch) return std::move(batch).error();
     bool jumped = false;
     for (auto& obj : *batch) {
+      // A file no GET could name (a name that is not UTF-8, say) is not listed either.
+      if (check_key(obj.key, ctx.g.options.limits.key_bytes_max)) {
+        start = obj.key;
+        continue;
+      }
       if (count == p.max_keys) {
         out.truncated = true;
         out.resume = start;

@@ -13,6 +13,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -54,10 +55,56 @@ struct connection_slot {
   ~connection_slot() { --count; }
 };
 
+/// Cancels the connection's pending I/O when its time is up, leaving the
+/// socket open so an S3 error can still be written (a Beast tcp_stream
+/// would close it). A generation number makes a late expiry of an
+/// earlier arming harmless; the shared state outlives the connection
+/// for a handler still queued.
+class watchdog {
+ public:
+  explicit watchdog(tcp::socket& socket) : timer_(socket.get_executor()), state_(std::make_shared<state>(&socket)) {}
+  ~watchdog() { state_->socket = nullptr; }
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+
+  void arm(clock_type::time_point at) {
+    auto generation = ++state_->generation;
+    state_->fired = false;
+    timer_.expires_at(at);
+    timer_.async_wait([st = state_, generation](beast::error_code ec) {
+      if (ec || st->generation != generation || st->socket == nullptr) return;
+      st->fired = true;
+      beast::error_code ignored;
+      st->socket->cancel(ignored);
+    });
+  }
+  bool fired() const { return state_->fired; }
+
+ private:
+  struct state {
+    explicit state(tcp::socket* s) : socket(s) {}
+    tcp::socket* socket;
+    std::uint64_t generation = 0;
+    bool fired = false;
+  };
+  asio::steady_timer timer_;
+  std::shared_ptr<state> state_;
+};
+
+/// One client connection: its socket and its watchdog.
+struct connection {
+  tcp::socket socket;
+  watchdog dog{socket};
+  const s3_server_options& options;
+
+  connection(tcp::socket s, const s3_server_options& o) : socket(std::move(s)), options(o) {}
+  bool timed_out(beast::error_code ec) const { return ec == asio::error::operation_aborted && dog.fired(); }
+};
+
 /// Each read or write must progress within idle_timeout, and the whole
 /// request must end by its deadline.
-void expire(beast::tcp_stream& stream, const s3_server_options& o, clock_type::time_point deadline) {
-  stream.expires_at(std::min(clock_type::now() + o.idle_timeout, deadline));
+void expire(connection& c, const s3_server_options& o, clock_type::time_point deadline) {
+  c.dog.arm(std::min(clock_type::now() + o.idle_timeout, deadline));
 }
 
 s3::request_head head_of(const http::request_parser<http::buffer_body>& parser) {
@@ -79,14 +126,14 @@ void fill_headers(Message& res, const s3::response& r) {
 bool bodyless(int status) { return status == 204 || status == 304 || status < 200; }
 
 /// Writes a response without a streamed body. False: the connection broke.
-asio::awaitable<bool> write_simple(beast::tcp_stream& stream, s3::response& r, bool keep_alive) {
+asio::awaitable<bool> write_simple(connection& stream, s3::response& r, bool keep_alive) {
   auto status = static_cast<http::status>(r.status);
   if (r.head) {
     http::response<http::empty_body> res{status, 11};
     fill_headers(res, r);
     if (!bodyless(r.status)) res.content_length(r.content_length);
     res.keep_alive(keep_alive);
-    auto [ec, n] = co_await http::async_write(stream, res, use_tuple);
+    auto [ec, n] = co_await http::async_write(stream.socket, res, use_tuple);
     co_return !ec;
   }
   http::response<http::string_body> res{status, 11};
@@ -94,14 +141,14 @@ asio::awaitable<bool> write_simple(beast::tcp_stream& stream, s3::response& r, b
   res.body() = std::move(r.body);
   res.keep_alive(keep_alive);
   if (!bodyless(r.status)) res.prepare_payload();
-  auto [ec, n] = co_await http::async_write(stream, res, use_tuple);
+  auto [ec, n] = co_await http::async_write(stream.socket, res, use_tuple);
   co_return !ec;
 }
 
 /// Streams `r.source` out in chunks. False: the connection broke, or the
 /// source failed after the headers went out (the only honest signal left
 /// is to cut the connection).
-asio::awaitable<bool> write_streamed(beast::tcp_stream& stream, const s3_server_options& o, s3::response& r,
+asio::awaitable<bool> write_streamed(connection& stream, const s3_server_options& o, s3::response& r,
                                      bool keep_alive, clock_type::time_point deadline, std::vector<std::byte>& chunk) {
   http::response<http::buffer_body> res{static_cast<http::status>(r.status), 11};
   fill_headers(res, r);
@@ -111,7 +158,7 @@ asio::awaitable<bool> write_streamed(beast::tcp_stream& stream, const s3_server_
   res.body().more = true;
   http::response_serializer<http::buffer_body> sr{res};
   expire(stream, o, deadline);
-  if (auto [ec, n] = co_await http::async_write_header(stream, sr, use_tuple); ec) co_return false;
+  if (auto [ec, n] = co_await http::async_write_header(stream.socket, sr, use_tuple); ec) co_return false;
   for (std::uint64_t left = r.content_length; left > 0;) {
     auto n = r.source->read(chunk);
     if (!n || *n == 0) co_return false;
@@ -120,17 +167,17 @@ asio::awaitable<bool> write_streamed(beast::tcp_stream& stream, const s3_server_
     res.body().size = *n;
     res.body().more = left > 0;
     expire(stream, o, deadline);
-    auto [ec, written] = co_await http::async_write(stream, sr, use_tuple);
+    auto [ec, written] = co_await http::async_write(stream.socket, sr, use_tuple);
     if (ec && ec != http::error::need_buffer) co_return false;
   }
   res.body().data = nullptr;
   res.body().more = false;
   expire(stream, o, deadline);
-  auto [ec, written] = co_await http::async_write(stream, sr, use_tuple);
+  auto [ec, written] = co_await http::async_write(stream.socket, sr, use_tuple);
   co_return !ec || ec == http::error::need_buffer;
 }
 
-asio::awaitable<bool> write_response(beast::tcp_stream& stream, const s3_server_options& o, s3::response& r,
+asio::awaitable<bool> write_response(connection& stream, const s3_server_options& o, s3::response& r,
                                      bool keep_alive, clock_type::time_point deadline, std::vector<std::byte>& chunk) {
   expire(stream, o, deadline);
   if (r.source && !r.head) co_return co_await write_streamed(stream, o, r, keep_alive, deadline, chunk);
@@ -138,16 +185,16 @@ asio::awaitable<bool> write_response(beast::tcp_stream& stream, const s3_server_
 }
 
 /// Feeds the request body to `sink` and returns the gateway's answer.
-asio::awaitable<s3::response> read_body(s3_server::impl& s, beast::tcp_stream& stream, beast::flat_buffer& buffer,
+asio::awaitable<s3::response> read_body(s3_server::impl& s, connection& stream, beast::flat_buffer& buffer,
                                         http::request_parser<http::buffer_body>& parser, s3::body_sink& sink,
                                         clock_type::time_point deadline, std::vector<std::byte>& chunk) {
   while (!parser.is_done()) {
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     expire(stream, s.options, deadline);
-    auto [ec, n] = co_await http::async_read(stream, buffer, parser, use_tuple);
+    auto [ec, n] = co_await http::async_read(stream.socket, buffer, parser, use_tuple);
     if (ec == http::error::need_buffer) ec = {};
-    if (ec == beast::error::timeout) {
+    if (stream.timed_out(ec)) {
       co_return s.gateway.shell_error(s3::s3_code::request_timeout,
                                       "Your socket connection to the server was not read from or written to within "
                                       "the timeout period.",
@@ -169,7 +216,7 @@ asio::awaitable<s3::response> read_body(s3_server::impl& s, beast::tcp_stream& s
 }
 
 /// Answers one request whose header was read. False: close the connection.
-asio::awaitable<bool> answer(s3_server::impl& s, beast::tcp_stream& stream, beast::flat_buffer& buffer,
+asio::awaitable<bool> answer(s3_server::impl& s, connection& stream, beast::flat_buffer& buffer,
                              http::request_parser<http::buffer_body>& parser, std::vector<std::byte>& chunk) {
   auto deadline = clock_type::now() + s.options.request_timeout;
   auto started = s.gateway.start(head_of(parser));
@@ -178,9 +225,12 @@ asio::awaitable<bool> answer(s3_server::impl& s, beast::tcp_stream& stream, beas
     if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
       http::response<http::empty_body> go_on{http::status::continue_, 11};
       expire(stream, s.options, deadline);
-      if (auto [ec, n] = co_await http::async_write(stream, go_on, use_tuple); ec) co_return false;
+      if (auto [ec, n] = co_await http::async_write(stream.socket, go_on, use_tuple); ec) co_return false;
     }
     r = co_await read_body(s, stream, buffer, parser, **sink, deadline, chunk);
+    // The sink goes before the answer does: whatever it staged and did not
+    // commit is gone by the time the client hears back.
+    sink->reset();
   } else {
     r = std::move(std::get<s3::response>(started));
     // A body the gateway did not want is left unread: the connection
@@ -212,7 +262,7 @@ std::optional<s3::response> header_failure(s3_server::impl& s, beast::error_code
 
 asio::awaitable<void> serve(s3_server::impl& s, tcp::socket socket) {
   connection_slot slot{s.connections};
-  beast::tcp_stream stream{std::move(socket)};
+  connection stream{std::move(socket), s.options};
   beast::flat_buffer buffer;
   std::vector<std::byte> chunk(s.options.chunk_bytes);
   for (;;) {
@@ -220,9 +270,10 @@ asio::awaitable<void> serve(s3_server::impl& s, tcp::socket socket) {
     parser.header_limit(static_cast<std::uint32_t>(s.options.header_bytes_max));
     // Body sizes are bounded by the gateway, per operation.
     parser.body_limit(boost::none);
-    stream.expires_after(s.options.idle_timeout);
-    auto [ec, n] = co_await http::async_read_header(stream, buffer, parser, use_tuple);
+    stream.dog.arm(clock_type::now() + s.options.idle_timeout);
+    auto [ec, n] = co_await http::async_read_header(stream.socket, buffer, parser, use_tuple);
     if (ec) {
+      if (stream.timed_out(ec)) ec = beast::error::timeout;
       if (auto r = header_failure(s, ec, parser.got_some() || buffer.size() > 0)) {
         co_await write_response(stream, s.options, *r, false, clock_type::now() + s.options.idle_timeout, chunk);
       }
@@ -231,11 +282,11 @@ asio::awaitable<void> serve(s3_server::impl& s, tcp::socket socket) {
     if (!co_await answer(s, stream, buffer, parser, chunk)) break;
   }
   beast::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  stream.socket.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
 asio::awaitable<void> refuse(s3_server::impl& s, tcp::socket socket) {
-  beast::tcp_stream stream{std::move(socket)};
+  connection stream{std::move(socket), s.options};
   std::vector<std::byte> chunk(1);
   auto r = s.gateway.shell_error(s3::s3_code::slow_down,
                                  "Too many connections (at most " + std::to_string(s.options.connections_max) +
