@@ -7,6 +7,7 @@
 #include "actors/s3/conditions.hpp"
 #include "actors/s3/gateway_state.hpp"
 #include "actors/s3/names.hpp"
+#include "runtime/assert.hpp"
 #include "actors/s3/xml.hpp"
 #include "runtime/digest.hpp"
 
@@ -74,6 +75,7 @@ result<listed> collect(const context& ctx, const list_params& p) {
       start = obj.key;
       out.contents.push_back(std::move(obj));
     }
+    SLUICE_ASSERT(out.contents.size() + out.prefixes.size() <= p.max_keys);
     if (!jumped && batch->size() < want) return out;
   }
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/assert.hpp"
 #include "runtime/digest.hpp"
 
 namespace sluice::s3 {
@@ -23,6 +24,7 @@ class range_source final : public body_source {
     auto n = reader_->read(next_, into.first(want));
     if (!n) return n;
     if (*n == 0) return fail(errc::aborted, "the object's file became shorter while it was being sent");
+    SLUICE_ASSERT(*n <= want);
     next_ += *n;
     left_ -= *n;
     return n;

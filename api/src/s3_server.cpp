@@ -263,7 +263,8 @@ std::optional<s3::response> header_failure(s3_server::impl& s, beast::error_code
 asio::awaitable<void> serve(s3_server::impl& s, tcp::socket socket) {
   connection_slot slot{s.connections};
   connection stream{std::move(socket), s.options};
-  beast::flat_buffer buffer;
+  // Bounded too: a header section, and what one read brings in after it.
+  beast::flat_buffer buffer{s.options.header_bytes_max + s.options.chunk_bytes};
   std::vector<std::byte> chunk(s.options.chunk_bytes);
   for (;;) {
     http::request_parser<http::buffer_body> parser;

@@ -9,14 +9,15 @@ import urllib.request
 
 import pytest
 
-boto3 = pytest.importorskip("boto3")
-from botocore import UNSIGNED  # noqa: E402
-from botocore.auth import S3SigV4Auth  # noqa: E402
-from botocore.awsrequest import AWSRequest  # noqa: E402
-from botocore.credentials import Credentials  # noqa: E402
-from botocore.exceptions import ClientError  # noqa: E402
+from conftest import HAVE_BOTO3, ClientError, Gateway, boto3, requires_boto3
 
-from conftest import Gateway  # noqa: E402
+if HAVE_BOTO3:
+    from botocore import UNSIGNED
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+pytestmark = requires_boto3
 
 KEY, SECRET = "AKIDSLUICETEST", "s3cr3t/with+odd=chars"
 

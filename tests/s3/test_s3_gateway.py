@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-boto3 = pytest.importorskip("boto3")
-from botocore.exceptions import ClientError  # noqa: E402
+from conftest import SLUICE_BINARY, ClientError, requires_boto3
 
-from conftest import SLUICE_BINARY  # noqa: E402
+pytestmark = requires_boto3
 
 
 def error_code(excinfo):

@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-boto3 = pytest.importorskip("boto3")
-from botocore.exceptions import ClientError  # noqa: E402
+from conftest import ClientError, Gateway, requires_boto3
 
-from conftest import Gateway  # noqa: E402
+pytestmark = requires_boto3
 
 
 def test_readers_racing_a_writer_see_the_old_object_or_the_new_never_part(gateway):
