@@ -108,6 +108,12 @@ response bucket_location(const context& ctx) {
                           xml_escape(region) + "</LocationConstraint>");
 }
 
+response bucket_versioning(const context& ctx) {
+  if (auto missing = require_bucket(ctx)) return std::move(*missing);
+  xml_writer x{"VersioningConfiguration"};
+  return ctx.xml(200, x.finish());
+}
+
 started create_bucket(const context& ctx) {
   return make_xml_sink(ctx, [ctx](std::string body) {
     if (!trimmed(body).empty()) {

@@ -23,6 +23,8 @@ constexpr std::array<std::string_view, 27> unsupported_subresources = {
 
 std::optional<std::string_view> unsupported(const parsed_request& r) {
   for (auto name : unsupported_subresources) {
+    // Reading the versioning state is answered (never enabled); changing it is not.
+    if (name == "versioning" && r.method == "GET" && r.key.empty()) continue;
     if (r.has(name)) return name;
   }
   return std::nullopt;
@@ -41,6 +43,7 @@ started bucket_request(const context& ctx) {
   const auto& m = ctx.r.method;
   if (m == "GET") {
     if (ctx.r.has("location")) return bucket_location(ctx);
+    if (ctx.r.has("versioning")) return bucket_versioning(ctx);
     if (ctx.r.has("uploads")) return list_uploads(ctx);
     return list_objects(ctx, ctx.r.param("list-type") == "2");
   }

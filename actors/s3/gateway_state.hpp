@@ -52,6 +52,8 @@ response head_bucket(const context& ctx);
 started create_bucket(const context& ctx);
 response delete_bucket(const context& ctx);
 response bucket_location(const context& ctx);
+/// GetBucketVersioning: versioning was never enabled, and cannot be.
+response bucket_versioning(const context& ctx);
 response list_objects(const context& ctx, bool v2);
 started delete_objects(const context& ctx);
 

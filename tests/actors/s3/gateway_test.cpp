@@ -299,6 +299,11 @@ TEST_CASE("s3 gateway: unknown methods, sub-resources and bad names get the S3 e
   CHECK(w.call("PATCH", "/data/k").has_code("MethodNotAllowed"));
   CHECK(w.call("GET", "/data?acl").has_code("NotImplemented"));
   CHECK(w.call("GET", "/data/k?tagging").has_code("NotImplemented"));
+  CHECK(w.call("PUT", "/data?versioning", {}, "<VersioningConfiguration/>").has_code("NotImplemented"));
+  auto versioning = w.call("GET", "/data?versioning");
+  CHECK(versioning.status == 200);
+  CHECK(versioning.body.find("<VersioningConfiguration") != std::string::npos);
+  CHECK(versioning.body.find("<Status>") == std::string::npos);
   CHECK(w.call("PUT", "/Bad_Name").has_code("InvalidBucketName"));
   CHECK(w.call("GET", "/nosuch/k").has_code("NoSuchBucket"));
   CHECK(w.call("PUT", "/nosuch/k", {}, "x").has_code("NoSuchBucket"));
