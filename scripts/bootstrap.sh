@@ -21,10 +21,14 @@ packages=(
   libibverbs-dev librdmacm-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev libdlpack-dev libabsl-dev
+  # the S3 gateway: Beast/Asio (1.81: libboost-dev 1.74 conflicts with it), OpenSSL for MD5
+  libboost1.81-dev libssl-dev
   iproute2 procps
   nftables
   # the Python module and its tests: Debian's /usr/bin/python3
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  # the S3 gateway's tests: a real S3 client
+  python3-boto3
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with

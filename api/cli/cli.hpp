@@ -29,6 +29,7 @@ void add_status_command(CLI::App& app, int& exit_code);
 void add_sim_command(CLI::App& app, int& exit_code);
 void add_rpc_commands(CLI::App& app, int& exit_code);
 void add_mq_commands(CLI::App& app, int& exit_code);
+void add_s3_command(CLI::App& app, int& exit_code);
 
 /// Options for the launcher's own client: [client] from `config_file`
 /// (when given), then `timeout_ms` (when not 0) on top.

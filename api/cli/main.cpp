@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   sluice::cli::add_sim_command(app, exit_code);
   sluice::cli::add_rpc_commands(app, exit_code);
   sluice::cli::add_mq_commands(app, exit_code);
+  sluice::cli::add_s3_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
