@@ -86,7 +86,9 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::kv_commit& c) { serve_commit_reservation(self, ctx, c.reservation); },
           [&](wire::kv_abort& a) {
             auto it = st.reservations.find(a.reservation);
-            if (it != st.reservations.end() && it->second.link == link) st.reservations.erase(it);
+            if (it != st.reservations.end() && made_by(st, it->second, link)) st.reservations.erase(it);
+            // Sent as a request, it is answered once the room is back.
+            st.ep->reply(ctx, wire::ok_reply{});
           },
           [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
           [&](wire::mq& m) { forward_mq(self, ctx, std::move(m)); },

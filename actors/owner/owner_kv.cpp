@@ -175,16 +175,25 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
                                          "this owner has no shared-memory pool; send the value with a put"});
   }
   auto id = st.next_reservation++;
-  st.reservations.emplace(id, reservation{ctx.link, r.key, std::move(*bytes), r.condition, r.ttl_ms, r.replicas, r.prefer_owner});
+  auto* client = st.ep->peer(ctx.link);
+  if (client == nullptr) return;  // the link went down: nobody to answer
+  st.reservations.emplace(id, reservation{ctx.link, client->id, r.key, std::move(*bytes), r.condition, r.ttl_ms,
+                                          r.replicas, r.prefer_owner});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
+}
+
+bool made_by(const owner_state& st, const reservation& r, transport::link_id link) {
+  if (r.link == link) return true;
+  auto* peer = st.ep->peer(link);
+  return peer != nullptr && peer->id == r.client;
 }
 
 void serve_commit_reservation(self_ptr self, const request_context& ctx, std::uint64_t id) {
   auto& st = self->state;
   auto it = st.reservations.find(id);
-  if (it == st.reservations.end() || it->second.link != ctx.link) {
+  if (it == st.reservations.end() || !made_by(st, it->second, ctx.link)) {
     return st.ep->reply_error(ctx, error{errc::invalid_argument,
-                                         "no reservation " + std::to_string(id) + " on this link"});
+                                         "no reservation " + std::to_string(id) + " of this client"});
   }
   auto r = std::move(it->second);
   st.reservations.erase(it);

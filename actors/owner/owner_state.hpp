@@ -67,7 +67,11 @@ struct forwarded_rpc {
 
 /// Pool memory a local client writes a new value into, until it commits.
 struct reservation {
+  /// The link it was made on: it goes back when that link goes down.
   transport::link_id link;
+  /// The client that made it: any of its links may commit or abort it
+  /// (each thread of a client has a link of its own).
+  node_id client{};
   std::string key;
   shared_bytes bytes;
   wire::put_condition condition;
@@ -245,6 +249,9 @@ void serve_exists(self_ptr self, const request_context& ctx, std::string key);
 /// Sets pool memory aside for a local client to write a value into, at
 /// most reservations_per_link_max per link; evicts once when full.
 void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_reserve& r, bool made_room = false);
+/// Whether a request on `link` may commit or abort `r`: it comes from the
+/// client that made it, on any of that client's links.
+bool made_by(const owner_state& st, const reservation& r, transport::link_id link);
 /// The client wrote reservation `id`: its bytes become a put.
 void serve_commit_reservation(self_ptr self, const request_context& ctx, std::uint64_t id);
 /// Another owner sends a value to hold: a placed put's version, stored

@@ -69,7 +69,12 @@ void request_piece(self_ptr self, const transfer_ptr& t, std::uint64_t offset, s
   SLUICE_ASSERT(length > 0);
   SLUICE_ASSERT(offset + length <= t->into.size());
   transport::receive_slot into{t->into.owner(), fill_in_place(t->into).subspan(offset, length)};
-  peer_request(self, t->from, wire::fetch_range{t->key, t->version, offset, length}, {}, t->deadline, into,
+  // A holder that stops answering (frozen, or its path gone quiet) fails
+  // this piece well before the read's deadline, so the read can go on
+  // from another copy (serve_get).
+  auto& st = self->state;
+  auto deadline = std::min(t->deadline, st.ep->now() + st.cfg.transfer_piece_timeout);
+  peer_request(self, t->from, wire::fetch_range{t->key, t->version, offset, length}, {}, deadline, into,
                [self, t, length](result<wire::message> reply) {
                  if (t->over) return;
                  auto got = reply_body<wire::fetch_reply>(reply);
@@ -189,6 +194,54 @@ void serve_fetch_range(self_ptr self, const request_context& ctx, const wire::fe
   st.ep->reply(ctx, wire::fetch_reply{f.version}, bytes->slice(f.offset, f.length));
 }
 
+namespace {
+
+/// Whether a read that failed this way may go on from another holder:
+/// the holder or the path to it failed, not the value or this owner.
+bool holder_failed(errc code) {
+  switch (code) {
+    case errc::unavailable:
+    case errc::timeout:
+    case errc::overloaded:
+    case errc::protocol:
+    case errc::aborted: return true;
+    default: return false;
+  }
+}
+
+/// A get's read of a version this owner does not hold: from the holders
+/// in turn, each one that fails giving way to the next, all within the
+/// get's deadline.
+struct remote_read {
+  request_context ctx;
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  std::vector<wire::replica> holders;  // not this owner; tried in order
+  std::size_t next = 0;                // the holder to try next
+  std::function<void(const error&)> retry;  // the key changed: look it up again
+};
+
+void read_from_next(self_ptr self, std::shared_ptr<remote_read> r) {
+  SLUICE_ASSERT(r->next < r->holders.size());
+  auto& from = r->holders[r->next++];
+  fetch_value(self, from, r->key, r->version, r->size, r->ctx.deadline, [self, r](result<fetched_value> fetched) {
+    auto& st = self->state;
+    if (!fetched && fetched.code() == errc::not_found) return r->retry(fetched.error());
+    if (!fetched && holder_failed(fetched.code()) && r->next < r->holders.size() &&
+        st.ep->now() < r->ctx.deadline) {
+      st.ep->log()->debug("get {}: holder {} failed ({}); reading another copy", r->key,
+                          r->holders[r->next - 1].owner.to_string(), fetched.error().to_string());
+      return read_from_next(self, r);
+    }
+    if (!fetched) return st.ep->reply_error(r->ctx, fetched.error());
+    st.ep->reply(r->ctx, wire::kv_get_reply{r->version}, fetched->bytes);
+    keep_copy(self, r->key, r->version, *fetched, r->ctx.deadline);
+  });
+}
+
+}  // namespace
+
 void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
   SLUICE_ASSERT(attempt >= 0);
   SLUICE_ASSERT(attempt < max_get_attempts);
@@ -211,14 +264,14 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
       return retry_or(error{errc::not_found, "the key changed while it was read"});
     }
     if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
-    auto version = where->version;
-    fetch_value(self, where->replicas.front(), key, version, where->size, ctx.deadline,
-                [self, ctx, key, version, retry_or](result<fetched_value> fetched) {
-                  if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
-                  if (!fetched) return self->state.ep->reply_error(ctx, fetched.error());
-                  self->state.ep->reply(ctx, wire::kv_get_reply{version}, fetched->bytes);
-                  keep_copy(self, key, version, *fetched, ctx.deadline);
-                });
+    auto r = std::make_shared<remote_read>();
+    r->ctx = ctx;
+    r->key = key;
+    r->version = where->version;
+    r->size = where->size;
+    r->holders = std::move(where->replicas);
+    r->retry = std::move(retry_or);
+    read_from_next(self, std::move(r));
   });
 }
 

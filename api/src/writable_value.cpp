@@ -37,22 +37,30 @@ std::span<std::byte> writable_value::bytes() const noexcept { return impl_ ? imp
 void writable_value::abort() {
   if (!impl_ || impl_->finished) return;
   impl_->finished = true;
-  if (impl_->reservation) tell_node(*impl_->owner, wire::kv_abort{*impl_->reservation});
+  if (!impl_->reservation) return;
+  auto& c = *impl_->owner;
+  // On the path the reservation came by, and answered: a reserve that
+  // follows finds the room back.
+  wire::kv_abort request{*impl_->reservation};
+  if (direct_call(c, request, {}, c.options.timeout)) return;
+  tell_node(c, request);
 }
 
 result<std::uint64_t> writable_value::commit(call_options options) {
   if (!impl_ || impl_->finished) return fail(errc::invalid_argument, "this value was committed or aborted already");
   impl_->finished = true;
   auto& c = *impl_->owner;
-  auto [done, future] = promise_callback<std::uint64_t>();
   if (impl_->reservation) {
-    call<std::uint64_t>(c, wire::kv_commit{*impl_->reservation}, {}, options, to_version, std::move(done));
-  } else {
-    // A local buffer: it goes as the put's payload, without a copy.
-    shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
-                        std::move(done));
+    // On the calling thread's own channel when it has one: any link of
+    // this client may commit what another one reserved.
+    auto reply = ask(c, wire::kv_commit{*impl_->reservation}, {}, effective(c, options));
+    return to_version(reply);
   }
+  // A local buffer: it goes as the put's payload, without a copy.
+  auto [done, future] = promise_callback<std::uint64_t>();
+  shared_bytes payload{impl_->keep, impl_->bytes};
+  call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
+                      std::move(done));
   return wait_for(std::move(future), effective(c, options));
 }
 
@@ -102,11 +110,11 @@ result<writable_value> client::reserve(std::string_view key, std::uint64_t size,
   call_options options{o.timeout};
   auto* shm = impl_->host->shm();
   if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner);
-  auto [done, future] = promise_callback<wire::kv_reserve_reply>();
-  auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {}, options, convert,
-                               std::move(done));
-  auto reserved = wait_for(std::move(future), effective(*impl_, options));
+  // Straight to the owner on the calling thread's channel when it has one,
+  // as gets and small puts go: no hand-off to the client node's threads.
+  auto reply = ask(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {},
+                   effective(*impl_, options));
+  auto reserved = reply_body<wire::kv_reserve_reply>(reply);
   if (!reserved) return std::move(reserved).error();
   return in_pool(*impl_, key, *reserved);
 }

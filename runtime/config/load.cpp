@@ -385,6 +385,7 @@ constexpr key_spec owner_keys[] = {
     {"commit_report_delay", store<&node_config::owner, &owner_section::commit_report_delay, read_duration>},
     {"transfer_chunk", store<&node_config::owner, &owner_section::transfer_chunk_bytes, read_chunk_size>},
     {"transfer_window", store<&node_config::owner, &owner_section::transfer_window, read_window>},
+    {"transfer_piece_timeout", store<&node_config::owner, &owner_section::transfer_piece_timeout, read_duration>},
     {"cache_remote", store<&node_config::owner, &owner_section::cache_remote, read_bool>},
 };
 /// [owner.gpu]: a table inside [owner]; writing it turns GPU pools on.

@@ -136,6 +136,10 @@ struct owner_section {
   /// Pieces of one transfer in flight at once (pipelining hides the round
   /// trip between pieces).
   std::uint32_t transfer_window = 4;
+  /// A piece of such a transfer not answered within this long fails its
+  /// holder: the read goes on from the value's next copy, within the
+  /// read's own deadline.
+  microseconds transfer_piece_timeout{2'000'000};
   /// A value read from another owner stays here as a copy registered with
   /// the master, so the next read of it on this host is local.
   bool cache_remote = true;

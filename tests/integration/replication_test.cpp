@@ -79,3 +79,48 @@ TEST_CASE("placement: a put that names an owner lands on it when it can take the
   }
   CHECK(a->get("there/3").value().str() == "v");
 }
+
+TEST_CASE("replication: a read fails over to the next copy when its first holder is frozen, before the master notices") {
+  // The master would notice the frozen owner only after a minute: every
+  // read below succeeds while it still counts it up.
+  auto master_config = write_config("[master]\nheartbeat_timeout = \"60s\"\n");
+  auto owner_config = write_config("[owner]\ntransfer_piece_timeout = \"300ms\"\ncache_remote = false\n");
+  auto master = start_node({"master", "--config", master_config, "--listen", "127.0.0.1:0"});
+  auto owner_a = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_b = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_c = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto a = connect(owner_a.address);
+  auto c = connect(owner_c.address);
+  await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 3; });
+
+  // Two copies each: A's own (local-first) and one on B or C.
+  constexpr int keys = 24;
+  std::vector<std::string> values;
+  for (int i = 0; i < keys; ++i) {
+    values.push_back(pattern(256 << 10, static_cast<char>('a' + i % 26)));
+    auto v = a->put("frozen/" + std::to_string(i), values.back(), sluice::put_options{.replicas = 2});
+    REQUIRE_MESSAGE(v.ok(), (v ? "" : v.error().to_string()));
+  }
+  owner_a.proc->signal(SIGSTOP);
+  struct thaw {
+    sluice::test::node_proc& n;
+    ~thaw() { n.proc->signal(SIGCONT); }  // even when a check below fails
+  } thaw_a{owner_a};
+
+  // Every key reads through C, with its own bytes: from C's copy, or from
+  // B's once A gave no answer in time.
+  int slow = 0;
+  for (int i = 0; i < keys; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto got = c->get("frozen/" + std::to_string(i), sluice::call_options{.timeout = 10s});
+    auto took = std::chrono::steady_clock::now() - t0;
+    REQUIRE_MESSAGE(got.ok(), "frozen/" << i << ": " << got.error().to_string());
+    CHECK(got->str() == values[static_cast<std::size_t>(i)]);
+    if (took >= 250ms) ++slow;
+  }
+  // At least one read went to frozen A first and went on from B.
+  CHECK(slow > 0);
+  auto s = c->status();
+  REQUIRE(s.ok());
+  CHECK(count_up(*s) == 3);
+}

@@ -139,7 +139,10 @@ class rpc_endpoint;
 /// the caller writes there is the value, with no further copy. Elsewhere
 /// it is a local buffer, sent when committed.
 ///
-/// Move-only. Destroying it without commit() gives the room back.
+/// Move-only. Destroying it without commit() gives the room back. Any
+/// thread may commit it; on the owner's host the room is held by the link
+/// of the thread that reserved it, so it is given back if that thread
+/// ends first (a later commit() answers invalid_argument).
 class writable_value {
  public:
   writable_value(writable_value&&) noexcept;
