@@ -15,6 +15,7 @@ struct writable_value::impl {
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
   std::string prefer_owner;
+  std::uint32_t min_replicas = 0;
   std::span<std::byte> bytes;
   std::shared_ptr<void> keep;                // the mapping, or the local buffer
   std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
@@ -41,17 +42,24 @@ void writable_value::abort() {
 }
 
 result<std::uint64_t> writable_value::commit(call_options options) {
+  auto done = commit_with_copies(options);
+  if (!done) return std::move(done).error();
+  return done->version;
+}
+
+result<put_result> writable_value::commit_with_copies(call_options options) {
   if (!impl_ || impl_->finished) return fail(errc::invalid_argument, "this value was committed or aborted already");
   impl_->finished = true;
   auto& c = *impl_->owner;
-  auto [done, future] = promise_callback<std::uint64_t>();
+  auto [done, future] = promise_callback<put_result>();
   if (impl_->reservation) {
-    call<std::uint64_t>(c, wire::kv_commit{*impl_->reservation}, {}, options, to_version, std::move(done));
+    call<put_result>(c, wire::kv_commit{*impl_->reservation}, {}, options, to_put_result, std::move(done));
   } else {
     // A local buffer: it goes as the put's payload, without a copy.
     shared_bytes payload{impl_->keep, impl_->bytes};
-    call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
-                        std::move(done));
+    wire::kv_put put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner,
+                     impl_->min_replicas};
+    call<put_result>(c, std::move(put), std::move(payload), options, to_put_result, std::move(done));
   }
   return wait_for(std::move(future), effective(c, options));
 }
@@ -60,7 +68,7 @@ namespace {
 
 result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
                                     wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-                                    std::string prefer_owner) {
+                                    std::string prefer_owner, std::uint32_t min_replicas) {
   auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
   auto state = std::make_unique<writable_value::impl>();
   state->owner = &c;
@@ -69,6 +77,7 @@ result<writable_value> local_buffer(client::impl& c, std::string_view key, std::
   state->ttl_ms = ttl_ms;
   state->replicas = replicas;
   state->prefer_owner = std::move(prefer_owner);
+  state->min_replicas = min_replicas;
   state->bytes = buffer->span();
   state->keep = std::move(buffer);
   return writable_value{std::move(state)};
@@ -101,10 +110,12 @@ result<writable_value> client::reserve(std::string_view key, std::uint64_t size,
   if (!condition) return std::move(condition).error();
   call_options options{o.timeout};
   auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner);
+  if (shm == nullptr || !shm->connected()) {
+    return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner, o.min_replicas);
+  }
   auto [done, future] = promise_callback<wire::kv_reserve_reply>();
   auto convert = [](result<wire::message>& reply) { return reply_body<wire::kv_reserve_reply>(reply); };
-  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {}, options, convert,
+  call<wire::kv_reserve_reply>(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner, o.min_replicas}, {}, options, convert,
                                std::move(done));
   auto reserved = wait_for(std::move(future), effective(*impl_, options));
   if (!reserved) return std::move(reserved).error();
