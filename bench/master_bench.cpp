@@ -506,6 +506,8 @@ std::vector<std::string> master_command(const options& o, const std::string& dat
   if (!data_dir.empty()) {
     args.emplace_back("--data-dir");
     args.push_back(data_dir);
+  } else {
+    args.emplace_back("--in-memory");
   }
   return args;
 }

@@ -212,6 +212,7 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.stored_objects = m.reported_objects;
     s.home_slots = static_cast<std::uint32_t>(st.slots.count_of(id));
     s.own_commits = st.commits.applied(id);
+    s.under_replicated_puts = m.under_replicated_puts;
     s.links = m.links;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
@@ -319,7 +320,7 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
           [&](const wire::heartbeat& h) {
             bool known = st.members.heartbeat(ctx.source, h.used_bytes, h.object_count, st.ep->now(), h.evictions,
-                                              h.links);
+                                              h.links, h.under_replicated_puts);
             if (known) {
               auto live = h.sessions;
               std::sort(live.begin(), live.end());

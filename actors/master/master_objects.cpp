@@ -129,19 +129,26 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     answer_error(self, ctx, error{errc::no_capacity, "no up owner has room for " + format_size(p.size)});
     return;
   }
-  // Further copies go to other owners, the emptiest first.
+  // Further copies go to other owners, the emptiest first. Fewer owners
+  // than asked is refused, never capped silently — unless the put accepts
+  // fewer copies (min_replicas): then it gets as many as can take it, and
+  // its owner reports how many.
   std::vector<wire::replica> extra;
-  auto wanted = std::max<std::uint32_t>(p.replicas, 1) - 1;
+  auto asked = std::max<std::uint32_t>(p.replicas, 1);
+  auto needed = p.min_replicas == 0 ? asked : std::min(p.min_replicas, asked);
   auto others = candidates;
-  while (extra.size() < wanted) {
+  while (extra.size() + 1 < asked) {
     std::erase_if(others, [&](const master::placement_candidate& c) {
       return c.id == *chosen || std::any_of(extra.begin(), extra.end(), [&](auto& r) { return r.owner == c.id; });
     });
     auto next = master::choose_owner(placement_policy::most_free, p.preferred, others, p.size, *st.random);
+    if (!next && extra.size() + 1 >= needed) break;
     if (!next) {
-      answer_error(self, ctx, error{errc::unavailable, std::to_string(p.replicas) + " copies asked, but only " +
-                                                            std::to_string(extra.size() + 1) +
-                                                            " up owners can take " + format_size(p.size)});
+      auto at_least = needed < asked ? " (at least " + std::to_string(needed) + ")" : std::string{};
+      answer_error(self, ctx, error{errc::unavailable, std::to_string(asked) + " copies asked" + at_least +
+                                                            ", but only " + std::to_string(extra.size() + 1) +
+                                                            " up owners can take " + format_size(p.size) +
+                                                            "; nothing was stored"});
       return;
     }
     extra.push_back(wire::replica{*next, st.members.find(*next)->address});

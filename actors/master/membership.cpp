@@ -34,13 +34,15 @@ void membership::restore(member m, clock_time now) {
 }
 
 bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects,
-                           clock_time now, std::uint64_t evictions, std::vector<wire::link_state> links) {
+                           clock_time now, std::uint64_t evictions, std::vector<wire::link_state> links,
+                           std::uint64_t under_replicated_puts) {
   auto it = members_.find(id);
   if (it == members_.end() || it->second.state != wire::member_state::up) return false;
   it->second.links = std::move(links);
   it->second.used_bytes = used_bytes;
   it->second.reported_objects = objects;
   it->second.evictions = evictions;
+  it->second.under_replicated_puts = under_replicated_puts;
   it->second.last_heartbeat = now;
   return true;
 }

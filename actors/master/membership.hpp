@@ -33,6 +33,9 @@ struct member {
   bool evicts = false;
   /// Values the owner evicted since it started, as last reported.
   std::uint64_t evictions = 0;
+  /// Puts that left their version with fewer copies than asked, as last
+  /// reported.
+  std::uint64_t under_replicated_puts = 0;
   clock_time last_heartbeat;
   std::string down_reason;
   /// How the owner reaches other owners, as last reported (not persisted).
@@ -59,7 +62,8 @@ class membership {
   /// Records a heartbeat. False when `id` is unknown or down (the owner
   /// must register again).
   bool heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t objects, clock_time now,
-                 std::uint64_t evictions = 0, std::vector<wire::link_state> links = {});
+                 std::uint64_t evictions = 0, std::vector<wire::link_state> links = {},
+                 std::uint64_t under_replicated_puts = 0);
 
   /// Marks a member down because it said it is stopping; false when it
   /// was not up.

@@ -51,7 +51,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
   std::visit(
       overloaded{
           [&](wire::kv_put& p) { serve_put(self, ctx, std::move(p.key), std::move(msg.payload), p.condition, p.ttl_ms, p.replicas,
-                      std::move(p.prefer_owner));
+                      std::move(p.prefer_owner), p.min_replicas);
           },
           [&](wire::kv_get& g) { serve_get(self, ctx, std::move(g.key), 0); },
           [&](wire::kv_remove& r) { serve_remove(self, ctx, std::move(r.key), r.if_version); },

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "actors/owner/owner_state.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/units.hpp"
 
@@ -67,13 +68,42 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
              });
 }
 
+/// How many copies a put asked for, and how many it must have to succeed.
+struct copy_goal {
+  std::uint32_t asked = 1;
+  std::uint32_t needed = 1;  ///< 1 to asked
+};
+
+/// Answers a put whose version is committed with `copies` copies: success
+/// with at least goal.needed of them, else unavailable. Either way the
+/// version stays, readable from the copies it has; one with fewer than it
+/// asked for is counted (and left to repair) as under-replicated.
+void answer_copies(self_ptr self, const request_context& ctx, const std::string& key, std::uint64_t version,
+                   std::uint32_t copies, copy_goal goal) {
+  auto& st = self->state;
+  SLUICE_ASSERT(copies >= 1);
+  SLUICE_ASSERT(copies <= goal.asked);
+  if (copies < goal.asked) {
+    ++st.under_replicated_puts;
+    st.ep->log()->warn("put of '{}' (version {}) has {} of {} copies", key, version, copies, goal.asked);
+  }
+  if (copies < goal.needed) {
+    return st.ep->reply_error(
+        ctx, error{errc::unavailable, std::to_string(copies) + " of " + std::to_string(goal.asked) +
+                                          " copies committed (version " + std::to_string(version) + " of '" + key +
+                                          "' is readable from them, under-replicated); at least " +
+                                          std::to_string(goal.needed) + " were needed"});
+  }
+  st.ep->reply(ctx, wire::kv_put_reply{version, copies});
+}
+
 }  // namespace
 
 // --- kv, served to clients ------------------------------------------------
 
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
                wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-               std::string prefer_owner, bool waited) {
+               std::string prefer_owner, std::uint32_t min_replicas, bool waited) {
   auto& st = self->state;
   if (auto ok = check_key(key); !ok) return st.ep->reply_error(ctx, ok.error());
   if (value.size() > st.cfg.max_value_bytes) {
@@ -81,6 +111,12 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
                                          "the value is " + format_size(value.size()) +
                                              "; this owner accepts at most " +
                                              format_size(st.cfg.max_value_bytes)});
+  }
+  replicas = std::max<std::uint32_t>(replicas, 1);
+  if (min_replicas > replicas) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument, "min_replicas (" + std::to_string(min_replicas) +
+                                                                   ") must be from 1 to replicas (" +
+                                                                   std::to_string(replicas) + ")"});
   }
   // A plain put this owner holds lets it ask for the key's slot, so the
   // next ones need no master (see fast_path.hpp).
@@ -90,30 +126,30 @@ void serve_put(self_ptr self, const request_context& ctx, std::string key, share
     // The key's slot is being asked for: once the answer is in, this put
     // may need no master either.
     return after_claim(self, [self, ctx, key, value, condition, ttl_ms, replicas] {
-      serve_put(self, ctx, key, value, condition, ttl_ms, replicas, {}, true);
+      serve_put(self, ctx, key, value, condition, ttl_ms, replicas, {}, 0, true);
     });
   }
   leave_slot(self, key);
-  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas, std::move(prefer_owner)};
-  ask_master(self, std::move(p), ctx.deadline, [self, ctx, key, value, ttl_ms, plain](result<wire::message> reply) {
+  wire::place p{key, value.size(), st.ep->me().id, condition, ttl_ms, replicas, std::move(prefer_owner), min_replicas};
+  ask_master(self, std::move(p), ctx.deadline,
+             [self, ctx, key, value, ttl_ms, plain, replicas, min_replicas](result<wire::message> reply) {
     auto& st = self->state;
     auto placed = reply_body<wire::place_reply>(reply);
     if (!placed) return st.ep->reply_error(ctx, placed.error());
     auto version = placed->version;
     bool mine = placed->target.owner == st.ep->me().id;
+    copy_goal goal{replicas, min_replicas == 0 ? replicas : min_replicas};
     // Once the holder committed, further copies are made and registered;
-    // the put answers when they are done (or failed: it stays committed).
-    auto committed = [self, ctx, key, value, ttl_ms, version, extra = placed->extra, plain, mine](result<std::uint64_t> v) {
+    // the put answers when they are done (see answer_copies).
+    auto committed = [self, ctx, key, value, ttl_ms, version, extra = placed->extra, plain, mine,
+                      goal](result<std::uint64_t> v) {
       if (!v) return self->state.ep->reply_error(ctx, v.error());
       if (plain && mine) want_slot(self, key);
-      if (extra.empty()) return self->state.ep->reply(ctx, wire::kv_put_reply{version});
-      copy_to_replicas(self, key, version, value, ttl_ms, extra, ctx.deadline, [self, ctx, key, version, extra](std::size_t made) {
-        if (made < extra.size()) {
-          self->state.ep->log()->warn("put of '{}' (version {}) has {} of {} copies", key, version, made + 1,
-                                      extra.size() + 1);
-        }
-        self->state.ep->reply(ctx, wire::kv_put_reply{version});
-      });
+      if (extra.empty()) return answer_copies(self, ctx, key, version, 1, goal);
+      copy_to_replicas(self, key, version, value, ttl_ms, extra, ctx.deadline,
+                       [self, ctx, key, version, goal](std::size_t made) {
+                         answer_copies(self, ctx, key, version, static_cast<std::uint32_t>(made) + 1, goal);
+                       });
     };
     if (placed->target.owner == st.ep->me().id) {
       store_and_commit(self, key, version, value, ttl_ms, ctx.deadline, std::move(committed));
@@ -178,7 +214,7 @@ void serve_reserve(self_ptr self, const request_context& ctx, const wire::kv_res
   auto* client = st.ep->peer(ctx.link);
   if (client == nullptr) return;  // the link went down: nobody to answer
   st.reservations.emplace(id, reservation{ctx.link, client->id, r.key, std::move(*bytes), r.condition, r.ttl_ms,
-                                          r.replicas, r.prefer_owner});
+                                          r.replicas, r.prefer_owner, r.min_replicas});
   st.ep->reply(ctx, wire::kv_reserve_reply{id, *where});
 }
 
@@ -198,7 +234,7 @@ void serve_commit_reservation(self_ptr self, const request_context& ctx, std::ui
   auto r = std::move(it->second);
   st.reservations.erase(it);
   serve_put(self, ctx, std::move(r.key), std::move(r.bytes), r.condition, r.ttl_ms, r.replicas,
-            std::move(r.prefer_owner));
+            std::move(r.prefer_owner), r.min_replicas);
 }
 
 void serve_store(self_ptr self, const request_context& ctx, const wire::store& s, shared_bytes value) {

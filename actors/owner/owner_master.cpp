@@ -148,7 +148,8 @@ void on_tick(self_ptr self) {
   rdma_tick(self);
   rpc_tick(self);
   wire::heartbeat h{st.store->used_bytes(), st.store->object_count(), st.evictions,
-                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self)};
+                    st.ep->peers_in_role(role::client, st.ep->now() - st.cfg.client_timeout), link_report(self),
+                    st.under_replicated_puts};
   auto sent = st.ep->now();
   auto deadline = sent + st.heartbeat_interval * 2;
   auto link = *st.master_link;

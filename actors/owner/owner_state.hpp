@@ -78,6 +78,7 @@ struct reservation {
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
   std::string prefer_owner;
+  std::uint32_t min_replicas{};  ///< 0: all `replicas` (wire::kv_put)
 };
 
 /// The owner's GPU pools ([owner.gpu]; owner_gpu.cpp).
@@ -168,6 +169,10 @@ struct owner_state {
   std::vector<std::function<void()>> evict_waiters;
   /// Values this owner evicted since it started.
   std::uint64_t evictions = 0;
+  /// Puts placed through this owner that left their version with fewer
+  /// copies than they asked for (acknowledged under min_replicas, or
+  /// failed after the first copy committed), since it started.
+  std::uint64_t under_replicated_puts = 0;
 
   // --- rpc (owner_rpc.cpp) ---
   /// Never null; shared with the shm poller's relay.
@@ -241,9 +246,12 @@ void release_parked(self_ptr self);
 /// A client's put: committed here when the key's slot is this owner's,
 /// else placed by the master, stored where it says and copied to the
 /// extra replicas. `waited`: the put already waited for a claim.
+/// A put with replicas > 1 answers success only with at least
+/// min_replicas copies committed (0: all replicas); otherwise it answers
+/// unavailable, and the version stays visible with the copies it has.
 void serve_put(self_ptr self, const request_context& ctx, std::string key, shared_bytes value,
                wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-               std::string prefer_owner, bool waited = false);
+               std::string prefer_owner, std::uint32_t min_replicas = 0, bool waited = false);
 void serve_remove(self_ptr self, const request_context& ctx, std::string key, std::uint64_t if_version);
 void serve_exists(self_ptr self, const request_context& ctx, std::string key);
 /// Sets pool memory aside for a local client to write a value into, at

@@ -27,6 +27,7 @@ struct kv_flags {
   std::uint64_t if_version = 0;   // put, rm
   std::string ttl;                // put: a duration, "" = none
   std::uint32_t replicas = 1;     // put
+  std::uint32_t min_replicas = 0; // put: 0 = every copy
   std::string owner;              // put: preferred owner's name
   std::uint64_t limit = 0;        // ls: 0 = every key
   std::string start_after;        // ls
@@ -85,7 +86,8 @@ result<std::string> read_source(const std::string& source) {
 }
 
 int run_put(const kv_flags& f) {
-  put_options options{.if_absent = f.if_absent, .if_version = f.if_version, .replicas = f.replicas, .owner = f.owner};
+  put_options options{.if_absent = f.if_absent, .if_version = f.if_version, .replicas = f.replicas, .owner = f.owner,
+                      .min_replicas = f.min_replicas};
   if (!f.ttl.empty()) {
     auto ttl = parse_duration(f.ttl);
     if (!ttl || ttl->count() <= 0) {
@@ -98,9 +100,11 @@ int run_put(const kv_flags& f) {
   if (!bytes) return usage("put", bytes.error());
   auto c = open(f);
   if (!c) return report("put", f.key, c.error());
-  auto version = (*c)->put(f.key, *bytes, options);
-  if (!version) return report("put", f.key, version.error());
-  std::cerr << "put '" << shown(f.key) << "': " << bytes->size() << " bytes, version " << *version << "\n";
+  auto done = (*c)->put_with_copies(f.key, *bytes, options);
+  if (!done) return report("put", f.key, done.error());
+  std::cerr << "put '" << shown(f.key) << "': " << bytes->size() << " bytes, version " << done->version;
+  if (f.replicas > 1) std::cerr << ", " << done->copies << " of " << f.replicas << " copies";
+  std::cerr << "\n";
   return exit_ok;
 }
 
@@ -239,7 +243,11 @@ void add_kv_commands(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber)
       ->excludes(absent);
   put->add_option("--ttl", f->ttl, "Expire the value this long after it is stored (30s, 500ms, 2h)");
-  put->add_option("--replicas", f->replicas, "Keep N copies on distinct owners")->check(CLI::Range(1, 255));
+  put->add_option("--replicas", f->replicas, "Keep N copies on distinct owners (exit 1, unavailable, unless all are committed)")
+      ->check(CLI::Range(1, 255));
+  put->add_option("--min-replicas", f->min_replicas,
+                  "Succeed once N of the --replicas copies are committed (default: all); says how many it got")
+      ->check(CLI::Range(1, 255));
   put->add_option("--owner", f->owner, "Put the value on the owner of this name when it can take it");
   put->callback([f, &exit_code] { exit_code = run_put(*f); });
 

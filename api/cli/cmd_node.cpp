@@ -1,6 +1,7 @@
 // sluice up | master | owner: run nodes until SIGINT/SIGTERM.
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,7 +19,31 @@ struct node_flags {
   std::string master_listen;
   std::string advertise;
   std::string data_dir;
+  bool in_memory = false;
 };
+
+/// Where `sluice master` keeps its state when neither --data-dir nor
+/// [master] data_dir says: $SLUICE_DATA_DIR, else
+/// $XDG_STATE_HOME/sluice/master, else $HOME/.local/state/sluice/master
+/// (the XDG base directory rule for state). Empty when none of them is
+/// set.
+std::string default_master_data_dir() {
+  auto set = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v == nullptr ? std::string{} : std::string{v};
+  };
+  if (auto dir = set("SLUICE_DATA_DIR"); !dir.empty()) return dir;
+  // XDG: a relative path in the variable is invalid and is ignored.
+  if (auto xdg = set("XDG_STATE_HOME"); !xdg.empty() && xdg.front() == '/') return xdg + "/sluice/master";
+  if (auto home = set("HOME"); !home.empty()) return home + "/.local/state/sluice/master";
+  return {};
+}
+
+/// The line that says where a master keeps its state.
+std::string state_line(const std::string& data_dir) {
+  if (data_dir.empty()) return "state: in memory (none kept; --data-dir DIR keeps it)";
+  return "state: " + data_dir + " (kept across restarts)";
+}
 
 int fail_start(std::string_view what, const error& e) {
   std::cerr << "sluice " << what << ": cannot start: " << e.to_string() << "\n";
@@ -30,6 +55,7 @@ int run_up(const node_flags& f) {
   options.config_file = f.config;
   options.listen = f.listen;
   options.master_listen = f.master_listen;
+  options.data_dir = f.data_dir;
   options.default_listen = "127.0.0.1:7070";
   options.default_master_listen = "127.0.0.1:7071";
   auto cluster = local_cluster::start(options);
@@ -38,6 +64,7 @@ int run_up(const node_flags& f) {
             << " (clients connect here)\n"
             << "master listening on " << (*cluster)->master_address()
             << " (owners of other hosts join here)\n"
+            << state_line((*cluster)->data_dir()) << "\n"
             << "try: echo hello | sluice kv put greeting - && sluice kv get greeting\n"
             << "stop with Ctrl-C" << std::endl;
   wait_for_stop_signal();
@@ -52,6 +79,10 @@ int run_role(const node_flags& f, bool master) {
   options.master = f.master;
   options.advertise = f.advertise;
   options.data_dir = f.data_dir;
+  options.in_memory = f.in_memory;
+  // With none of its variables set there is no default: the master keeps
+  // its state in memory, and its state line says so.
+  if (master && !f.in_memory) options.default_data_dir = default_master_data_dir();
   auto n = master ? node::start_master(options) : node::start_owner(options);
   const char* name = master ? "master" : "owner";
   if (!n) return fail_start(name, n.error());
@@ -60,6 +91,7 @@ int run_role(const node_flags& f, bool master) {
     std::cout << ", reachable at " << (*n)->advertised_address();
   }
   std::cout << ")" << std::endl;
+  if (master) std::cout << "sluice master: " << state_line((*n)->data_dir()) << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice " << name << ": stopping" << std::endl;
   return exit_ok;
@@ -75,6 +107,9 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   up->add_option("--listen", flags->listen, "Where clients connect, HOST:PORT (default: [node] listen, else 127.0.0.1:7070)");
   up->add_option("--master-listen", flags->master_listen,
                  "Where owners of other hosts reach the master (default 127.0.0.1:7071)");
+  up->add_option("--data-dir", flags->data_dir,
+                 "Keep the master's state here across restarts (or [master] data_dir; "
+                 "default: in memory only, nothing kept)");
   up->callback([flags, &exit_code] { exit_code = run_up(*flags); });
 
   auto* master = app.add_subcommand("master", "Run a master (control plane)");
@@ -82,9 +117,12 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   master->add_option("--listen", flags->listen, "HOST:PORT to accept links on (default 127.0.0.1:7071)");
   master->add_option("--advertise", flags->advertise,
                      "HOST:PORT other nodes reach this one at (default: the listen address)");
-  master->add_option("--data-dir", flags->data_dir,
-                     "Keep the directory and membership here across restarts (or [master] data_dir; "
-                     "default: in memory only)");
+  auto* data_dir = master->add_option(
+      "--data-dir", flags->data_dir,
+      "Keep the directory and membership here across restarts (or [master] data_dir; default: "
+      "$SLUICE_DATA_DIR, else $XDG_STATE_HOME/sluice/master, else $HOME/.local/state/sluice/master)");
+  master->add_flag("--in-memory", flags->in_memory, "Keep no state on disk: a restart forgets every key")
+      ->excludes(data_dir);
   master->callback([flags, &exit_code] { exit_code = run_role(*flags, true); });
 
   auto* owner = app.add_subcommand("owner", "Run an owner (contributes memory, serves clients)");

@@ -63,6 +63,7 @@ void print_json(const cluster_status& s) {
                        {"stored_objects", m.stored_objects},
                        {"home_slots", m.home_slots},
                        {"own_commits", m.own_commits},
+                       {"under_replicated_puts", m.under_replicated_puts},
                        {"since_heartbeat_us", m.since_heartbeat.count()},
                        {"links", links_json(m)}});
   }

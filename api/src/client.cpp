@@ -85,6 +85,10 @@ result<wire::put_condition> condition_of(const put_options& o) {
   }
   if (o.ttl.count() < 0) return fail(errc::invalid_argument, "a negative time to live");
   if (o.replicas < 1 || o.replicas > 255) return fail(errc::invalid_argument, "replicas must be from 1 to 255");
+  if (o.min_replicas > o.replicas) {
+    return fail(errc::invalid_argument, "min_replicas (" + std::to_string(o.min_replicas) +
+                                            ") must be from 1 to replicas (" + std::to_string(o.replicas) + ")");
+  }
   return wire::put_condition{o.if_absent, o.if_version};
 }
 
@@ -94,6 +98,12 @@ result<std::uint64_t> to_version(result<wire::message>& reply) {
   auto body = reply_body<wire::kv_put_reply>(reply);
   if (!body) return std::move(body).error();
   return body->version;
+}
+
+result<put_result> to_put_result(result<wire::message>& reply) {
+  auto body = reply_body<wire::kv_put_reply>(reply);
+  if (!body) return std::move(body).error();
+  return put_result{body->version, body->copies};
 }
 
 result<client_options> load_client_options(const std::string& config_file) {
@@ -190,6 +200,13 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
 
 result<std::uint64_t> client::put(std::string_view key, std::span<const std::byte> bytes,
                                   const put_options& o) {
+  auto done = put_with_copies(key, bytes, o);
+  if (!done) return std::move(done).error();
+  return done->version;
+}
+
+result<put_result> client::put_with_copies(std::string_view key, std::span<const std::byte> bytes,
+                                           const put_options& o) {
   if (auto ok = check_key(key); !ok) return ok.error();
   auto condition = condition_of(o);
   if (!condition) return std::move(condition).error();
@@ -206,18 +223,22 @@ result<std::uint64_t> client::put(std::string_view key, std::span<const std::byt
     }
     if (w && w->bytes().size() == bytes.size()) {
       std::memcpy(w->bytes().data(), bytes.data(), bytes.size());
-      return w->commit(options);
+      return w->commit_with_copies(options);
     }
   }
   // The caller waits anyway: the request is sent from its own thread, and
   // the bytes go straight from its buffer into the ring (one copy).
   shared_bytes payload{nullptr, bytes};
-  wire::kv_put request{std::string{key}, *condition, ttl_of(o), o.replicas, o.owner};
-  if (auto r = direct_call(*impl_, request, payload, effective(*impl_, options))) return to_version(*r);
-  auto [done, future] = promise_callback<std::uint64_t>();
-  call<std::uint64_t>(*impl_, std::move(request), shared_bytes::copy_of(bytes), options, to_version,
-                      std::move(done));
+  wire::kv_put request{std::string{key}, *condition, ttl_of(o), o.replicas, o.owner, o.min_replicas};
+  if (auto r = direct_call(*impl_, request, payload, effective(*impl_, options))) return to_put_result(*r);
+  auto [done, future] = promise_callback<put_result>();
+  call<put_result>(*impl_, std::move(request), shared_bytes::copy_of(bytes), options, to_put_result,
+                   std::move(done));
   return wait_for(std::move(future), effective(*impl_, options));
+}
+
+result<put_result> client::put_with_copies(std::string_view key, std::string_view text, const put_options& options) {
+  return put_with_copies(key, as_bytes(text), options);
 }
 
 result<std::uint64_t> client::put(std::string_view key, std::string_view text, call_options options) {

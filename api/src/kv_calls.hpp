@@ -28,5 +28,7 @@ result<wire::put_condition> condition_of(const put_options& o);
 std::uint64_t ttl_of(const put_options& o);
 /// The version a put (or a commit) answered.
 result<std::uint64_t> to_version(result<wire::message>& reply);
+/// The version and the copies a put (or a commit) answered.
+result<put_result> to_put_result(result<wire::message>& reply);
 
 }  // namespace sluice

@@ -31,6 +31,8 @@ result<node_config> configure(const node_options& options) {
   if (!options.master.empty()) cfg->owner.master = options.master;
   if (!options.advertise.empty()) cfg->node.advertise = options.advertise;
   if (!options.data_dir.empty()) cfg->master.data_dir = options.data_dir;
+  if (cfg->master.data_dir.empty()) cfg->master.data_dir = options.default_data_dir;
+  if (options.in_memory) cfg->master.data_dir.clear();
   if (auto ok = configure_logging(cfg->log.level); !ok) return ok.error();
   return cfg;
 }
@@ -47,6 +49,7 @@ node::~node() = default;
 const std::string& node::address() const noexcept { return impl_->host->address(); }
 const std::string& node::advertised_address() const noexcept { return impl_->host->advertised(); }
 std::string node::id() const { return impl_->host->id().to_string(); }
+const std::string& node::data_dir() const noexcept { return impl_->host->data_dir(); }
 
 result<std::vector<gpu_pool_info>> node::gpu_pools() const {
   auto report = impl_->host->gpu_pools();
@@ -94,9 +97,14 @@ local_cluster::~local_cluster() {
 
 const std::string& local_cluster::client_address() const noexcept { return impl_->owner->address(); }
 const std::string& local_cluster::master_address() const noexcept { return impl_->master->address(); }
+const std::string& local_cluster::data_dir() const noexcept { return impl_->master->data_dir(); }
 
 result<std::unique_ptr<local_cluster>> local_cluster::start(const local_cluster_options& options) {
-  auto cfg = configure({options.config_file, options.config_text, {}, {}, {}, {}});
+  node_options both;
+  both.config_file = options.config_file;
+  both.config_text = options.config_text;
+  both.data_dir = options.data_dir;
+  auto cfg = configure(both);
   if (!cfg) return std::move(cfg).error();
   auto state = std::make_unique<impl>();
 

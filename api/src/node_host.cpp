@@ -15,6 +15,7 @@
 #include "actors/owner/owner_hooks.hpp"
 #include "runtime/gpu/device.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/storage/dir_lock.hpp"
 #include "runtime/storage/identity.hpp"
 #include "runtime/storage/sqlite_store.hpp"
 #include "runtime/units.hpp"
@@ -44,12 +45,18 @@ std::string node_name(const node_config& cfg, std::string_view role_name, const 
   return std::string{role_name} + (address.empty() ? "" : "@" + address);
 }
 
-result<std::unique_ptr<durable_store>> open_master_store(const master_section& cfg) {
+/// Creates the master's data directory and takes its lock: one master per
+/// directory.
+result<std::unique_ptr<dir_lock>> open_master_dir(const master_section& cfg) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.data_dir, ec);
   if (ec) {
     return fail(errc::unavailable, "cannot create the master's data directory '" + cfg.data_dir + "': " + ec.message());
   }
+  return dir_lock::acquire(cfg.data_dir);
+}
+
+result<std::unique_ptr<durable_store>> open_master_store(const master_section& cfg) {
   auto path = (std::filesystem::path{cfg.data_dir} / "master.db").string();
   auto store = sqlite_store::open(path, cfg.fsync);
   if (!store) return store.error();
@@ -209,17 +216,22 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   auto host = prepare(cfg, role::master, where);
   if (!host) return host;
   auto& h = **host;
+  // Listening first: a bad address is refused before anything is written.
+  if (auto ok = h.listen(cfg, role::master, where); !ok) return ok.error();
   if (!cfg.master.data_dir.empty()) {
+    auto lock = open_master_dir(cfg.master);
+    if (!lock) return lock.error();
+    h.dir_lock_ = std::move(*lock);
     auto store = open_master_store(cfg.master);
     if (!store) return store.error();
     h.store_ = std::move(*store);
+    h.data_dir_ = cfg.master.data_dir;
     // A master with a data directory keeps its id across restarts.
     rng random{entropy_seed()};
     auto id = load_or_create_node_id(*h.store_, random);
     if (!id) return id.error();
     h.id_ = *id;
   }
-  if (auto ok = h.listen(cfg, role::master, where); !ok) return ok.error();
   h.make_system(cfg.node.threads);
   master_deps deps;
   deps.identity = {h.id_, role::master, node_name(cfg, "master", h.advertise_), h.advertise_};

@@ -18,6 +18,7 @@
 #include "actors/owner/rpc_routes.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/node_id.hpp"
+#include "runtime/storage/dir_lock.hpp"
 #include "runtime/storage/durable_store.hpp"
 #include "transports/inproc/inproc_transport.hpp"
 #include "transports/network.hpp"
@@ -68,6 +69,8 @@ class node_host {
   node_id id() const noexcept { return id_; }
   /// Where the node accepts TCP links (host:port); empty for clients.
   const std::string& address() const noexcept { return address_; }
+  /// Masters: the directory their state is kept in; empty: in memory.
+  const std::string& data_dir() const noexcept { return data_dir_; }
   /// Where other nodes reach it (differs from address() for wildcards).
   const std::string& advertised() const noexcept { return advertise_; }
   /// Where local clients reach an owner through shared memory; empty when
@@ -106,6 +109,10 @@ class node_host {
   std::shared_ptr<rpc_routes> routes_;            // owners: rpc, shared with the poller's relay
   std::shared_ptr<rpc_served_slot> served_;       // clients: calls served on their link
   transport::transport_limits limits_;
+  /// Masters keeping state: the lock on their data directory, held while
+  /// the store is open (declared first, so released last).
+  std::unique_ptr<dir_lock> dir_lock_;
+  std::string data_dir_;
   /// The master's durable state (null: none); outlives the actor system.
   std::unique_ptr<durable_store> store_;
   std::unique_ptr<actor_sink> sink_;

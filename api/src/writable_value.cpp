@@ -15,6 +15,7 @@ struct writable_value::impl {
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
   std::string prefer_owner;
+  std::uint32_t min_replicas = 0;
   std::span<std::byte> bytes;
   std::shared_ptr<void> keep;                // the mapping, or the local buffer
   std::optional<std::uint64_t> reservation;  // set when bytes are pool memory
@@ -47,6 +48,12 @@ void writable_value::abort() {
 }
 
 result<std::uint64_t> writable_value::commit(call_options options) {
+  auto done = commit_with_copies(options);
+  if (!done) return std::move(done).error();
+  return done->version;
+}
+
+result<put_result> writable_value::commit_with_copies(call_options options) {
   if (!impl_ || impl_->finished) return fail(errc::invalid_argument, "this value was committed or aborted already");
   impl_->finished = true;
   auto& c = *impl_->owner;
@@ -54,13 +61,14 @@ result<std::uint64_t> writable_value::commit(call_options options) {
     // On the calling thread's own channel when it has one: any link of
     // this client may commit what another one reserved.
     auto reply = ask(c, wire::kv_commit{*impl_->reservation}, {}, effective(c, options));
-    return to_version(reply);
+    return to_put_result(reply);
   }
   // A local buffer: it goes as the put's payload, without a copy.
-  auto [done, future] = promise_callback<std::uint64_t>();
+  auto [done, future] = promise_callback<put_result>();
   shared_bytes payload{impl_->keep, impl_->bytes};
-  call<std::uint64_t>(c, wire::kv_put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner}, std::move(payload), options, to_version,
-                      std::move(done));
+  wire::kv_put put{impl_->key, impl_->condition, impl_->ttl_ms, impl_->replicas, impl_->prefer_owner,
+                   impl_->min_replicas};
+  call<put_result>(c, std::move(put), std::move(payload), options, to_put_result, std::move(done));
   return wait_for(std::move(future), effective(c, options));
 }
 
@@ -68,7 +76,7 @@ namespace {
 
 result<writable_value> local_buffer(client::impl& c, std::string_view key, std::uint64_t size,
                                     wire::put_condition condition, std::uint64_t ttl_ms, std::uint32_t replicas,
-                                    std::string prefer_owner) {
+                                    std::string prefer_owner, std::uint32_t min_replicas) {
   auto buffer = std::make_shared<byte_buffer>(byte_buffer::allocate(size));
   auto state = std::make_unique<writable_value::impl>();
   state->owner = &c;
@@ -77,6 +85,7 @@ result<writable_value> local_buffer(client::impl& c, std::string_view key, std::
   state->ttl_ms = ttl_ms;
   state->replicas = replicas;
   state->prefer_owner = std::move(prefer_owner);
+  state->min_replicas = min_replicas;
   state->bytes = buffer->span();
   state->keep = std::move(buffer);
   return writable_value{std::move(state)};
@@ -109,11 +118,14 @@ result<writable_value> client::reserve(std::string_view key, std::uint64_t size,
   if (!condition) return std::move(condition).error();
   call_options options{o.timeout};
   auto* shm = impl_->host->shm();
-  if (shm == nullptr || !shm->connected()) return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner);
+  if (shm == nullptr || !shm->connected()) {
+    return local_buffer(*impl_, key, size, *condition, ttl_of(o), o.replicas, o.owner, o.min_replicas);
+  }
   // Straight to the owner on the calling thread's channel when it has one,
   // as gets and small puts go: no hand-off to the client node's threads.
-  auto reply = ask(*impl_, wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner}, {},
-                   effective(*impl_, options));
+  auto reply = ask(*impl_,
+                   wire::kv_reserve{std::string{key}, size, *condition, ttl_of(o), o.replicas, o.owner, o.min_replicas},
+                   {}, effective(*impl_, options));
   auto reserved = reply_body<wire::kv_reserve_reply>(reply);
   if (!reserved) return std::move(reserved).error();
   return in_pool(*impl_, key, *reserved);

@@ -301,6 +301,7 @@ the GIL while it waits. Usable as a context manager, which closes it.
           d["used_bytes"] = mi.used_bytes;
           d["object_count"] = mi.object_count;
           d["evictions"] = mi.evictions;
+          d["under_replicated_puts"] = mi.under_replicated_puts;
           d["stored_bytes"] = mi.stored_bytes;
           d["stored_objects"] = mi.stored_objects;
           members.append(d);

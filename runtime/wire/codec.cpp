@@ -80,6 +80,7 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::FLUSHED: return read_directory(b);
     case W::KV_PUT:
     case W::KV_PUT_REPLY:
+    case W::KV_PUT_COPIES:
     case W::KV_GET:
     case W::KV_GET_REPLY:
     case W::KV_REMOVE:

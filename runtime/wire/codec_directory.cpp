@@ -36,6 +36,7 @@ void write_member(s::Envelope::Body::Builder b, const place& x) {
   p.setTtlMs(x.ttl_ms);
   p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
   p.setPreferOwner(x.prefer_owner);
+  p.setMinReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.min_replicas, 255)));
 }
 
 void write_member(s::Envelope::Body::Builder b, const place_reply& x) {
@@ -157,7 +158,8 @@ result<body> read_directory(s::Envelope::Body::Reader b) {
       auto p = b.getPlace();
       return body{place{from_data(p.getKey()), p.getSize(), node_id{p.getPreferred()},
                         put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                        std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
+                        std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner()),
+                        p.getMinReplicas()}};
     }
     case W::PLACE_REPLY: {
       auto p = b.getPlaceReply();

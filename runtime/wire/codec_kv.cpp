@@ -22,9 +22,16 @@ void write_member(s::Envelope::Body::Builder b, const kv_put& x) {
   p.setTtlMs(x.ttl_ms);
   p.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
   p.setPreferOwner(x.prefer_owner);
+  p.setMinReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.min_replicas, 255)));
 }
 
-void write_member(s::Envelope::Body::Builder b, const kv_put_reply& x) { b.setKvPutReply(x.version); }
+void write_member(s::Envelope::Body::Builder b, const kv_put_reply& x) {
+  // One copy keeps the reply every client understands.
+  if (x.copies <= 1) return b.setKvPutReply(x.version);
+  auto r = b.initKvPutCopies();
+  r.setVersion(x.version);
+  r.setCopies(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.copies, 255)));
+}
 
 void write_member(s::Envelope::Body::Builder b, const kv_get& x) { b.initKvGet().setKey(as_data(x.key)); }
 
@@ -53,6 +60,7 @@ void write_member(s::Envelope::Body::Builder b, const kv_reserve& x) {
   r.setTtlMs(x.ttl_ms);
   r.setReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.replicas, 255)));
   r.setPreferOwner(x.prefer_owner);
+  r.setMinReplicas(static_cast<std::uint8_t>(std::min<std::uint32_t>(x.min_replicas, 255)));
 }
 
 void write_member(s::Envelope::Body::Builder b, const kv_reserve_reply& x) {
@@ -114,9 +122,14 @@ result<body> read_kv(s::Envelope::Body::Reader b) {
     case W::KV_PUT: {
       auto p = b.getKvPut();
       return body{kv_put{from_data(p.getKey()), put_condition{p.getIfAbsent(), p.getIfVersion()}, p.getTtlMs(),
-                         std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner())}};
+                         std::max<std::uint32_t>(p.getReplicas(), 1), from_text(p.getPreferOwner()),
+                         p.getMinReplicas()}};
     }
-    case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply()}};
+    case W::KV_PUT_REPLY: return body{kv_put_reply{b.getKvPutReply(), 1}};
+    case W::KV_PUT_COPIES: {
+      auto r = b.getKvPutCopies();
+      return body{kv_put_reply{r.getVersion(), std::max<std::uint32_t>(r.getCopies(), 1)}};
+    }
     case W::KV_GET: return body{kv_get{from_data(b.getKvGet().getKey())}};
     case W::KV_GET_REPLY: return body{kv_get_reply{b.getKvGetReply()}};
     case W::KV_REMOVE: {
@@ -130,7 +143,8 @@ result<body> read_kv(s::Envelope::Body::Reader b) {
       auto r = b.getKvReserve();
       return body{kv_reserve{from_data(r.getKey()), r.getSize(),
                              put_condition{r.getIfAbsent(), r.getIfVersion()}, r.getTtlMs(),
-                             std::max<std::uint32_t>(r.getReplicas(), 1), from_text(r.getPreferOwner())}};
+                             std::max<std::uint32_t>(r.getReplicas(), 1), from_text(r.getPreferOwner()),
+                             r.getMinReplicas()}};
     }
     case W::KV_RESERVE_REPLY: {
       auto r = b.getKvReserveReply();

@@ -51,6 +51,7 @@ void write_member(s::Envelope::Body::Builder b, const heartbeat& x) {
   auto list = h.initSessions(static_cast<unsigned>(x.sessions.size()));
   for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
   write_links(h.initLinks(static_cast<unsigned>(x.links.size())), x.links);
+  h.setUnderReplicatedPuts(x.under_replicated_puts);
 }
 
 void write_member(s::Envelope::Body::Builder b, const heartbeat_reply& x) {
@@ -89,7 +90,8 @@ result<body> read_membership(s::Envelope::Body::Reader b) {
     }
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
-      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks())};
+      heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks()),
+                    h.getUnderReplicatedPuts()};
       for (auto s : h.getSessions()) out.sessions.push_back(s);
       return body{std::move(out)};
     }

@@ -58,6 +58,7 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setStoredObjects(m.stored_objects);
     out.setHomeSlots(m.home_slots);
     out.setOwnCommits(m.own_commits);
+    out.setUnderReplicatedPuts(m.under_replicated_puts);
     write_links(out.initLinks(static_cast<unsigned>(m.links.size())), m.links);
   }
 }
@@ -82,6 +83,7 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.stored_objects = m.getStoredObjects();
     x.home_slots = m.getHomeSlots();
     x.own_commits = m.getOwnCommits();
+    x.under_replicated_puts = m.getUnderReplicatedPuts();
     x.links = read_links(m.getLinks());
     out.members.push_back(std::move(x));
   }

@@ -98,6 +98,9 @@ struct heartbeat {
   std::vector<std::uint64_t> sessions;
   /// How the owner reaches the other owners it talked to.
   std::vector<link_state> links;
+  /// Puts placed through the owner that left their version with fewer
+  /// copies than asked, since the owner started.
+  std::uint64_t under_replicated_puts{};
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -142,6 +145,9 @@ struct place {
   std::uint64_t ttl_ms = 0;  ///< the version expires this long after its commit; 0: never
   std::uint32_t replicas = 1;  ///< copies on distinct owners
   std::string prefer_owner;    ///< an owner's name: place there when it can take it
+  /// Fewer owners than `replicas` can take it: place on as many as can
+  /// when that is at least this many. 0: all `replicas` or none.
+  std::uint32_t min_replicas{};
 };
 
 struct place_reply {
@@ -347,10 +353,16 @@ struct kv_put {
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
   std::string prefer_owner;
+  /// The put succeeds once this many copies are committed (1 to
+  /// replicas); 0: every one of `replicas`.
+  std::uint32_t min_replicas{};
 };
 
+/// On the wire a kvPutReply (one copy) or, with copies > 1, a
+/// kvPutCopies; a kvPutReply decodes with copies = 1.
 struct kv_put_reply {
   std::uint64_t version = 0;
+  std::uint32_t copies = 1;  ///< copies committed on distinct owners
 };
 
 struct kv_get {
@@ -388,6 +400,7 @@ struct kv_reserve {
   std::uint64_t ttl_ms = 0;
   std::uint32_t replicas = 1;
   std::string prefer_owner;
+  std::uint32_t min_replicas{};  ///< as in kv_put
 };
 
 struct kv_reserve_reply {

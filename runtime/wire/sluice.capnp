@@ -83,6 +83,7 @@ struct Envelope {
     rdmaLease @68 :RdmaLease;        # reply to fetchRange with rdma set: where the bytes lie, held until released
     rdmaRelease @69 :UInt64;         # reader -> holder: the lease is done with
     mq @70 :Mq;                      # message queues: topics, producing, consumer groups (docs/wire-format.md, 6.3)
+    kvPutCopies @71 :KvPutCopies;    # reply to a kvPut or kvCommit that asked for more than one copy
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -214,6 +215,12 @@ struct KvPut {
   ttlMs @3 :UInt64;        # the value expires this long after it commits; 0: never
   replicas @4 :UInt8;      # copies on distinct owners; 0 or 1: one
   preferOwner @5 :Text;    # the name of the owner to place the value on, when it can take it
+  minReplicas @6 :UInt8;   # the put succeeds with this many copies committed; 0: all `replicas`
+}
+
+struct KvPutCopies {
+  version @0 :UInt64;
+  copies @1 :UInt8;        # copies committed, on distinct owners (at least the put's minReplicas)
 }
 
 struct KvReserve {
@@ -224,6 +231,7 @@ struct KvReserve {
   ttlMs @4 :UInt64;
   replicas @5 :UInt8;
   preferOwner @6 :Text;
+  minReplicas @7 :UInt8;   # as in KvPut
 }
 
 struct RemoveKey {
@@ -313,6 +321,7 @@ struct Heartbeat {
   evictions @2 :UInt64;    # values the owner evicted since it started
   sessions @3 :List(UInt64);  # node ids of the clients connected to the owner now
   links @4 :List(LinkState);  # how the owner reaches the other owners it talked to
+  underReplicatedPuts @5 :UInt64;  # puts that left their version with fewer copies than asked, since it started
 }
 
 # One way an owner reaches a peer, as its link manager sees it.
@@ -351,6 +360,7 @@ struct Place {
   ttlMs @5 :UInt64;
   replicas @6 :UInt8;
   preferOwner @7 :Text;
+  minReplicas @8 :UInt8;   # fewer up owners than `replicas` but at least this many: place on those; 0: `replicas`
 }
 
 struct PlaceReply {
@@ -392,6 +402,7 @@ struct MemberStatus {
   homeSlots @12 :UInt32;      # key slots whose puts the owner commits itself
   ownCommits @13 :UInt64;     # puts the owner committed itself that the master applied
   links @14 :List(LinkState);  # as the owner last reported
+  underReplicatedPuts @15 :UInt64;  # as the owner last reported (heartbeat)
 }
 
 struct ClusterStatusReply {

@@ -133,6 +133,14 @@ TEST_CASE("cluster: the launcher's kv commands round-trip through sluice up") {
   auto two = sluice::test::run(sluice_bin, {"kv", "put", "two", file, "--replicas", "2", "--connect", up.address});
   CHECK(two.exit_code == 1);  // one owner cannot hold two copies
   CHECK(two.err.find("unavailable") != std::string::npos);
+  auto at_least_one = sluice::test::run(
+      sluice_bin, {"kv", "put", "two", file, "--replicas", "2", "--min-replicas", "1", "--connect", up.address});
+  CHECK_MESSAGE(at_least_one.exit_code == 0, at_least_one.err);
+  CHECK(at_least_one.err.find(", 1 of 2 copies") != std::string::npos);
+  auto too_many = sluice::test::run(
+      sluice_bin, {"kv", "put", "two", file, "--replicas", "2", "--min-replicas", "3", "--connect", up.address});
+  CHECK(too_many.exit_code != 0);
+  CHECK(too_many.err.find("min_replicas") != std::string::npos);
   auto pin = sluice::test::run(sluice_bin, {"kv", "pin", "dir/a", "--connect", up.address});
   CHECK_MESSAGE(pin.exit_code == 0, pin.err);
   auto pin_missing = sluice::test::run(sluice_bin, {"kv", "pin", "nothing", "--ttl", "1s", "--connect", up.address});

@@ -123,4 +123,32 @@ TEST_CASE("replication: a read fails over to the next copy when its first holder
   auto s = c->status();
   REQUIRE(s.ok());
   CHECK(count_up(*s) == 3);
+
+TEST_CASE("replication: after an owner is killed, a put of two copies is refused and one with min_replicas 1 reports one copy") {
+  auto master = start_node({"master", "--listen", "127.0.0.1:0"});
+  auto owner_a = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_b = start_node({"owner", "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto a = connect(owner_a.address);
+  await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 2; });
+  REQUIRE(a->put_with_copies("warm", "up", sluice::put_options{.replicas = 2}).value().copies == 2);
+
+  owner_b.proc->signal(SIGKILL);
+  owner_b.proc->wait(5s);
+  await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 1; });
+  // One owner left: two copies cannot be had, and nothing is stored.
+  auto strict = a->put_with_copies("k", "v1", sluice::put_options{.replicas = 2});
+  REQUIRE_FALSE(strict.ok());
+  CHECK(strict.code() == sluice::errc::unavailable);
+  CHECK(a->get("k").code() == sluice::errc::not_found);
+  auto relaxed = a->put_with_copies("k", "v2", sluice::put_options{.replicas = 2, .min_replicas = 1});
+  REQUIRE_MESSAGE(relaxed.ok(), (relaxed ? "" : relaxed.error().to_string()));
+  CHECK(relaxed->copies == 1);
+  CHECK(a->get("k").value().str() == "v2");
+  // The owner that took it counts the put as under-replicated.
+  await_status(*a, [&](const sluice::cluster_status& s) {
+    for (auto& m : s.members) {
+      if (m.address == owner_a.address) return m.under_replicated_puts == 1;
+    }
+    return false;
+  });
 }

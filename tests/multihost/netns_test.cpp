@@ -67,7 +67,7 @@ class three_hosts {
  public:
   three_hosts() : lab_(netns_lab::create_or_skip(3)) {
     config_ = write_file("owner.toml", owner_config);
-    master_ = start(host_b, {"master", "--listen", lab_->address(host_b) + ":7071"});
+    master_ = start(host_b, {"master", "--listen", lab_->address(host_b) + ":7071", "--in-memory"});
     for (int h = 0; h < 3; ++h) {
       owners_.push_back(start(h, {"owner", "--master", master_address(), "--listen", owner_address(h), "--config",
                                   config_}));

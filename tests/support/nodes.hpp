@@ -25,8 +25,20 @@ struct node_proc {
   std::string log;  ///< where its stderr (its log) goes
 };
 
+/// A master keeps its state in a per-user directory unless told
+/// otherwise, and tests run in parallel: a test master keeps nothing
+/// unless its test names a --data-dir.
+inline void keep_test_master_in_memory(std::vector<std::string>& args) {
+  if (args.empty() || args.front() != "master") return;
+  for (auto& a : args) {
+    if (a == "--data-dir" || a == "--in-memory") return;
+  }
+  args.emplace_back("--in-memory");
+}
+
 inline node_proc start_node(std::vector<std::string> args) {
   using namespace std::chrono_literals;
+  keep_test_master_in_memory(args);
   node_proc n;
   n.log = temp_path("node.log");
   n.proc = std::make_unique<process>(sluice_bin, std::move(args), n.log);

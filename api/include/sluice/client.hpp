@@ -80,12 +80,29 @@ struct put_options {
   std::chrono::milliseconds ttl{0};
   /// Copies on distinct owners (1 to 255): reads keep working while any
   /// holder of a copy is up, and prefer a copy on the reader's own owner.
-  /// Fails with `unavailable` when fewer owners can take the value.
+  /// The put succeeds only once every copy is committed (but see
+  /// min_replicas). Fewer up owners than copies: `unavailable`, nothing
+  /// stored. A copy that fails after the first one committed:
+  /// `unavailable` ("1 of 2 copies committed ..."), and the version stays
+  /// visible, readable from the copies it has (docs/concepts.md,
+  /// "Copies").
   std::uint32_t replicas = 1;
   /// The name of the owner to put the value on ([node] name, or
   /// `owner@ADDRESS`), when it is up and can take it; otherwise the
   /// cluster's placement policy decides. Empty: the policy decides.
   std::string owner{};
+  /// With replicas > 1: the put succeeds once this many copies (1 to
+  /// replicas) are committed, placing fewer when fewer owners are up;
+  /// put_with_copies() says how many it got. 0: all `replicas`.
+  std::uint32_t min_replicas = 0;
+};
+
+/// What a put did: the version it committed and on how many owners.
+struct put_result {
+  std::uint64_t version = 0;
+  /// Copies committed on distinct owners: from put_options::min_replicas
+  /// to replicas. Fewer than replicas: the version is under-replicated.
+  std::uint32_t copies = 0;
 };
 
 struct remove_options {
@@ -155,6 +172,9 @@ class writable_value {
   /// Makes the bytes the key's new version; returns it. A writable_value
   /// commits at most once. A condition given to reserve() is checked now.
   result<std::uint64_t> commit(call_options options = {});
+  /// commit(), also saying how many copies were committed (see
+  /// put_options::min_replicas).
+  result<put_result> commit_with_copies(call_options options = {});
   /// Gives the room back without storing anything.
   void abort();
 
@@ -186,6 +206,11 @@ class client {
   /// nothing, when the key's committed version does not meet it.
   result<std::uint64_t> put(std::string_view key, std::span<const std::byte> bytes, const put_options& options);
   result<std::uint64_t> put(std::string_view key, std::string_view text, const put_options& options);
+  /// A put that also says how many copies it committed: with
+  /// put_options::min_replicas it may succeed with fewer than replicas.
+  result<put_result> put_with_copies(std::string_view key, std::span<const std::byte> bytes,
+                                     const put_options& options);
+  result<put_result> put_with_copies(std::string_view key, std::string_view text, const put_options& options);
 
   /// Room for a new value of `size` bytes under `key`, to write in place
   /// (see writable_value). Fails like put: invalid_argument for a bad key

@@ -34,6 +34,15 @@ struct node_options {
   /// Masters only: overrides [master] data_dir when not empty — where the
   /// master keeps the directory and membership across restarts.
   std::string data_dir;
+  /// Masters only: where the master keeps its state when neither
+  /// data_dir nor [master] data_dir names a directory. Empty (the
+  /// embedding default): it keeps its state in memory only. The `sluice
+  /// master` launcher fills this in (docs/configuration.md, "Where the
+  /// master keeps its state").
+  std::string default_data_dir{};
+  /// Masters only: keep nothing on disk, whatever the fields above and
+  /// [master] data_dir say.
+  bool in_memory = false;
 };
 
 /// One GPU pool an owner contributes ([owner.gpu], docs/gpu.md).
@@ -62,6 +71,9 @@ class node {
   const std::string& advertised_address() const noexcept;
   /// The node's id, 16 hex digits.
   std::string id() const;
+  /// Masters: the directory the master keeps its state in, across
+  /// restarts. Empty: it keeps its state in memory only (and owners).
+  const std::string& data_dir() const noexcept;
   /// Owners: the GPU pools this owner contributes, one per [owner.gpu]
   /// device. Errors: unavailable when it runs without GPU pools, with the
   /// reason it logged at start ("no GPU pools on this owner: no CUDA
@@ -86,6 +98,10 @@ struct local_cluster_options {
   /// Where the master accepts owners of other hosts. Empty:
   /// `default_master_listen`.
   std::string master_listen;
+  /// Overrides [master] data_dir when not empty: where the master keeps
+  /// its state across restarts. With neither, the cluster keeps its state
+  /// in memory only (so that many may run at once without sharing one).
+  std::string data_dir{};
   /// Addresses used when nothing above says; port 0 picks a free port.
   std::string default_listen = "127.0.0.1:0";
   std::string default_master_listen = "127.0.0.1:0";
@@ -105,6 +121,8 @@ class local_cluster {
   const std::string& client_address() const noexcept;
   /// Where owners of other hosts reach the master.
   const std::string& master_address() const noexcept;
+  /// The directory the master keeps its state in; empty: in memory only.
+  const std::string& data_dir() const noexcept;
 
   /// A client in this process, talking to the owner without sockets.
   result<std::unique_ptr<client>> connect(client_options options = {}) const;

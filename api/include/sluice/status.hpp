@@ -43,6 +43,11 @@ struct member_usage {
   /// Puts it committed itself that the master has applied, since it
   /// started.
   std::uint64_t own_commits = 0;
+  /// Puts placed through this owner that left their version with fewer
+  /// copies than they asked for — acknowledged under min_replicas, or
+  /// failed after the first copy committed — since it started (as last
+  /// reported). Their missing copies are under-replicated.
+  std::uint64_t under_replicated_puts = 0;
 };
 
 struct member_info : member_usage {

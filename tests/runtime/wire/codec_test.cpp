@@ -30,7 +30,9 @@ auto fields(const error_reply& x) { return std::tie(x.code, x.message); }
 auto fields(const ok_reply&) { return std::tie(); }
 auto fields(const ping&) { return std::tie(); }
 auto fields(const leave&) { return std::tie(); }
-auto fields(const kv_reserve& x) { return std::tie(x.key, x.size, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
+auto fields(const kv_reserve& x) {
+  return std::tie(x.key, x.size, x.condition, x.ttl_ms, x.replicas, x.prefer_owner, x.min_replicas);
+}
 auto fields(const kv_reserve_reply& x) {
   return std::tie(x.reservation, x.where.segment, x.where.offset, x.where.length);
 }
@@ -44,10 +46,14 @@ auto fields(const register_owner& x) {
 auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interval_us, x.lease_us); }
 auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error, x.bytes); }
 auto fields(const link_state& x) { return std::tie(x.peer, x.peer_name, x.active, x.via, x.paths); }
-auto fields(const heartbeat& x) { return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links); }
+auto fields(const heartbeat& x) {
+  return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links, x.under_replicated_puts);
+}
 auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
-auto fields(const place& x) { return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
+auto fields(const place& x) {
+  return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner, x.min_replicas);
+}
 auto fields(const place_reply& x) { return std::tie(x.version, x.target, x.extra); }
 auto fields(const commit& x) { return std::tie(x.key, x.version, x.size); }
 auto fields(const abort_put& x) { return std::tie(x.key, x.version); }
@@ -59,8 +65,8 @@ auto fields(const drop& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch& x) { return std::tie(x.key, x.version); }
 auto fields(const fetch_reply& x) { return std::tie(x.version); }
 auto fields(const store& x) { return std::tie(x.key, x.version, x.ttl_ms, x.replica); }
-auto fields(const kv_put& x) { return std::tie(x.key, x.condition, x.ttl_ms, x.replicas, x.prefer_owner); }
-auto fields(const kv_put_reply& x) { return std::tie(x.version); }
+auto fields(const kv_put& x) { return std::tie(x.key, x.condition, x.ttl_ms, x.replicas, x.prefer_owner, x.min_replicas); }
+auto fields(const kv_put_reply& x) { return std::tie(x.version, x.copies); }
 auto fields(const kv_get& x) { return std::tie(x.key); }
 auto fields(const kv_get_reply& x) { return std::tie(x.version); }
 auto fields(const kv_remove& x) { return std::tie(x.key, x.if_version); }
@@ -139,7 +145,7 @@ auto fields(const mq& x) { return std::tie(x.body); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
-                  x.home_slots, x.own_commits, x.links);
+                  x.home_slots, x.own_commits, x.links, x.under_replicated_puts);
 }
 auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
 auto fields(const envelope& x) {
@@ -223,6 +229,7 @@ member_status sample_member(std::uint64_t i) {
   m.stored_objects = i * 4;
   m.home_slots = static_cast<std::uint32_t>(i % 1025);
   m.own_commits = i * 1'000'003;
+  m.under_replicated_puts = i * 13;
   if (i % 5 == 1) {
     m.links.push_back(link_state{node_id{i + 100}, "owner-" + std::to_string(i), "relay", node_id{i + 7},
                                  {path_state{"tcp", "down", 3, 4'000'000, "timeout: no reply before the deadline"},
@@ -303,6 +310,7 @@ std::vector<body> sample_bodies() {
       kv_reserve{"reserved\0key", 1ULL << 33, {}, 0, 1, ""},
       kv_reserve{"cond", 1, put_condition{true, 0}, 1, 3, "owner-b"},
       kv_reserve{"cond", 1, put_condition{false, max}, max, 255, ""},
+      kv_reserve{"min", 1, {}, 0, 3, "", 2},
       kv_reserve_reply{77, pool_region{3, 1ULL << 40, 4096}},
       kv_commit{77},
       kv_abort{78},
@@ -315,11 +323,13 @@ std::vector<body> sample_bodies() {
       heartbeat{max, 0, 0, {}, {}},
       heartbeat{1, 2, max, {1, max, 3}, {}},
       heartbeat{0, 0, 0, {}, {link_state{node_id{max}, "b", "tcp", node_id{}, {path_state{"tcp", "up", 0, 0, ""}}}}},
+      heartbeat{0, 0, 0, {}, {}, max},
       heartbeat_reply{true},
       heartbeat_reply{false},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1, ""},
       place{"p", 0, node_id{7}, put_condition{true, 0}, 60000, 2, "owner@10.0.0.1:7070"},
       place{"p", 0, node_id{7}, put_condition{false, 12}, max, 255, ""},
+      place{"p", 0, node_id{7}, {}, 0, 4, "", 1},
       place_reply{42, replica{node_id{9}, "10.0.0.9:7070"}, {}},
       place_reply{43, replica{node_id{9}, "a"}, {{node_id{1}, "b:1"}, {node_id{max}, ""}}},
       commit{key_not_utf8, max, 0},
@@ -338,7 +348,10 @@ std::vector<body> sample_bodies() {
       kv_put{"", {}, 0, 1, ""},
       kv_put{"c", put_condition{true, 0}, 5, 2, "o"},
       kv_put{"c", put_condition{false, 99}, max, 255, ""},
+      kv_put{"m", {}, 0, 255, "", 255},
       kv_put_reply{max},
+      kv_put_reply{max, 2},
+      kv_put_reply{7, 255},
       kv_get{std::string(1000, 'k')},
       kv_get_reply{1},
       kv_remove{key_with_nul},
