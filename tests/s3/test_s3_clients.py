@@ -146,6 +146,23 @@ def test_awscli_uploads_a_file_over_8_mib_in_parts_with_a_multipart_etag(signed,
         os.listdir(os.path.join(signed.data_dir, ".sluice-uploads")) == []
 
 
+def test_awscli_copies_an_object_over_8_mib_between_buckets_in_parts(signed, tmp_path, work):
+    a = aws(signed, tmp_path)
+    body = os.urandom(20 * MIB)
+    write(work / "big.bin", body)
+    a("s3", "cp", "--only-show-errors", str(work / "big.bin"), "s3://data/big.bin")
+    a("s3", "mb", "s3://copies")
+    # Over the threshold awscli copies server-side with UploadPartCopy (8 MiB
+    # source ranges), after asking for the source's tags.
+    a("s3", "cp", "--only-show-errors", "s3://data/big.bin", "s3://copies/big.bin")
+    assert read(os.path.join(signed.root_dir, "copies", "big.bin")) == body
+    head = s3api_json(a, "head-object", "--bucket", "copies", "--key", "big.bin")
+    assert head["ETag"] == multipart_etag(body, 8 * MIB)
+    a("s3", "mv", "--only-show-errors", "s3://copies/big.bin", "s3://data/moved.bin")
+    assert read(os.path.join(signed.data_dir, "moved.bin")) == body
+    assert not os.path.exists(os.path.join(signed.root_dir, "copies", "big.bin"))
+
+
 def tree_of(root):
     out = {}
     for d, _, files in os.walk(root):
@@ -318,3 +335,17 @@ def test_rclone_uploads_a_large_file_in_parts_and_reads_it_back(signed, tmp_path
     s3 = signed.client(KEY, SECRET) if HAVE_BOTO3 else None
     if s3 is not None:
         assert s3.head_object(Bucket="data", Key="big.bin")["ETag"] == multipart_etag(body, 5 * MIB)
+
+
+def test_rclone_copies_server_side_in_parts(signed, tmp_path, work):
+    r = rclone(signed, tmp_path)
+    body = os.urandom(12 * MIB)
+    write(work / "big.bin", body)
+    r("copy", str(work / "big.bin"), "x:data/")
+    # Over --s3-copy-cutoff rclone copies with UploadPartCopy, 5 MiB ranges.
+    r("copyto", "--s3-copy-cutoff", "5M", "x:data/big.bin", "x:data/copy/big.bin")
+    assert read(os.path.join(signed.data_dir, "copy", "big.bin")) == body
+    r("check", str(work), "x:data/copy")
+    if HAVE_BOTO3:
+        head = signed.client(KEY, SECRET).head_object(Bucket="data", Key="copy/big.bin")
+        assert head["ETag"] == multipart_etag(body, 5 * MIB)
