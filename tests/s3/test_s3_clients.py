@@ -214,6 +214,11 @@ def test_awscli_s3api_head_object_and_ranged_get_object(signed, tmp_path, work):
     assert read(work / "tail") == body[-10:]
     r = a("s3api", "head-object", "--bucket", "data", "--key", "ranged/none", ok=False)
     assert r.returncode != 0 and "404" in r.stderr
+    # A flexible checksum goes in a header over HTTP (x-amz-checksum-crc32): accepted, the object stored.
+    put = s3api_json(a, "put-object", "--bucket", "data", "--key", "summed", "--body", str(work / "obj"),
+                     "--checksum-algorithm", "CRC32")
+    assert put["ETag"] == md5_etag(body)
+    assert read(os.path.join(signed.data_dir, "summed")) == body
 
 
 # s3cmd ------------------------------------------------------------------
