@@ -1,6 +1,8 @@
 // CopyObject: x-amz-copy-source, the COPY / REPLACE metadata directive
-// and the x-amz-copy-source-if-* conditions.
+// and the x-amz-copy-source-if-* conditions. The source side is shared
+// with UploadPartCopy (multipart_ops.cpp).
 
+#include <algorithm>
 #include <vector>
 
 #include "actors/s3/conditions.hpp"
@@ -46,39 +48,12 @@ header_list source_conditions(const parsed_request& r) {
   return out;
 }
 
-result<object_meta> copy_bytes(const context& ctx, object_reader& from, object_writer& to, object_meta meta) {
-  md5_hasher hasher;
-  std::vector<std::byte> buffer(ctx.g.options.limits.copy_chunk_bytes);
-  std::uint64_t offset = 0;
-  for (;;) {
-    auto n = from.read(offset, buffer);
-    if (!n) return std::move(n).error();
-    if (*n == 0) break;
-    std::span<const std::byte> chunk{buffer.data(), *n};
-    hasher.update(chunk);
-    if (auto w = to.write(chunk); !w) return w.error();
-    offset += *n;
-  }
-  auto digest = hasher.finish();
-  meta.etag = to_hex(digest);
-  return meta;
-}
-
 }  // namespace
 
-response copy_object(const context& ctx) {
+std::variant<copy_source_opened, response> open_copy_source(const context& ctx) {
   auto parsed = parse_copy_source(ctx, *ctx.r.header("x-amz-copy-source"));
   if (auto* e = std::get_if<s3_error>(&parsed)) return ctx.fail(*e);
   auto source = std::get<copy_source>(std::move(parsed));
-  auto directive = ctx.r.header("x-amz-metadata-directive").value_or("COPY");
-  if (directive != "COPY" && directive != "REPLACE") {
-    return ctx.fail(s3_code::invalid_argument, "x-amz-metadata-directive must be COPY or REPLACE.");
-  }
-  if (directive == "COPY" && source.bucket == ctx.r.bucket && source.key == ctx.r.key) {
-    return ctx.fail(s3_code::invalid_request,
-                    "This copy request is illegal because it is trying to copy an object to itself without changing "
-                    "the object's metadata.");
-  }
   auto opened = ctx.g.reads.open(source.bucket, source.key);
   if (!opened) {
     if (opened.code() != errc::not_found) return ctx.fail(from_store_error(opened.error()));
@@ -90,7 +65,42 @@ response copy_object(const context& ctx) {
   if (check_preconditions(source_conditions(ctx.r), opened->meta.etag, modified_s, false) != precondition::proceed) {
     return ctx.fail(s3_code::precondition_failed, "At least one of the copy-source preconditions did not hold.");
   }
-  object_meta meta{.headers = opened->meta.headers};
+  return copy_source_opened{.bucket = std::move(source.bucket), .key = std::move(source.key), .object = std::move(*opened)};
+}
+
+result<std::string> copy_range(const context& ctx, object_reader& from, object_writer& to, byte_range range) {
+  md5_hasher hasher;
+  std::vector<std::byte> buffer(ctx.g.options.limits.copy_chunk_bytes);
+  for (std::uint64_t done = 0; done < range.length;) {
+    auto want = std::min<std::uint64_t>(buffer.size(), range.length - done);
+    auto n = from.read(range.first + done, std::span<std::byte>{buffer.data(), want});
+    if (!n) return std::move(n).error();
+    // The reader holds one version open; a file truncated in place behind
+    // the gateway's back is the only way to come up short.
+    if (*n == 0) return fail(errc::conflict, "The source object became shorter while it was copied.");
+    std::span<const std::byte> chunk{buffer.data(), *n};
+    hasher.update(chunk);
+    if (auto w = to.write(chunk); !w) return w.error();
+    done += *n;
+  }
+  auto digest = hasher.finish();
+  return to_hex(digest);
+}
+
+response copy_object(const context& ctx) {
+  auto directive = ctx.r.header("x-amz-metadata-directive").value_or("COPY");
+  if (directive != "COPY" && directive != "REPLACE") {
+    return ctx.fail(s3_code::invalid_argument, "x-amz-metadata-directive must be COPY or REPLACE.");
+  }
+  auto source = open_copy_source(ctx);
+  if (auto* r = std::get_if<response>(&source)) return std::move(*r);
+  auto& opened = std::get<copy_source_opened>(source);
+  if (directive == "COPY" && opened.bucket == ctx.r.bucket && opened.key == ctx.r.key) {
+    return ctx.fail(s3_code::invalid_request,
+                    "This copy request is illegal because it is trying to copy an object to itself without changing "
+                    "the object's metadata.");
+  }
+  object_meta meta{.headers = opened.object.meta.headers};
   if (directive == "REPLACE") {
     auto replaced = meta_from_request(ctx);
     if (auto* e = std::get_if<s3_error>(&replaced)) return ctx.fail(*e);
@@ -98,13 +108,14 @@ response copy_object(const context& ctx) {
   }
   auto writer = ctx.g.store.create(ctx.r.bucket, ctx.r.key);
   if (!writer) return ctx.store_failure(writer.error());
-  auto copied = copy_bytes(ctx, *opened->reader, **writer, std::move(meta));
-  if (!copied) return ctx.store_failure(copied.error());
-  auto committed = (*writer)->commit(*copied);
+  auto etag = copy_range(ctx, *opened.object.reader, **writer, {.first = 0, .length = opened.object.identity.size});
+  if (!etag) return ctx.store_failure(etag.error());
+  meta.etag = std::move(*etag);
+  auto committed = (*writer)->commit(meta);
   if (!committed) return ctx.store_failure(committed.error());
   xml_writer x{"CopyObjectResult"};
   x.leaf("LastModified", iso8601(committed->mtime_ns));
-  x.leaf("ETag", quoted(copied->etag));
+  x.leaf("ETag", quoted(meta.etag));
   return ctx.xml(200, x.finish());
 }
 

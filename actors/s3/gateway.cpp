@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 
+#include "actors/s3/aws_chunked.hpp"
 #include "actors/s3/gateway_state.hpp"
 #include "actors/s3/names.hpp"
 #include "runtime/assert.hpp"
@@ -25,6 +27,8 @@ std::optional<std::string_view> unsupported(const parsed_request& r) {
   for (auto name : unsupported_subresources) {
     // Reading the versioning state is answered (never enabled); changing it is not.
     if (name == "versioning" && r.method == "GET" && r.key.empty()) continue;
+    // An object's tags are read (there are none: awscli asks before a multipart copy); setting them is not.
+    if (name == "tagging" && r.method == "GET" && !r.key.empty()) continue;
     if (r.has(name)) return name;
   }
   return std::nullopt;
@@ -60,11 +64,11 @@ started object_request(const context& ctx) {
   bool upload = ctx.r.has("uploadId");
   if (m == "PUT") {
     if (ctx.r.header("x-amz-copy-source")) {
-      if (upload) return ctx.fail(s3_code::not_implemented, "UploadPartCopy is not supported yet.");
-      return copy_object(ctx);
+      return upload ? upload_part_copy(ctx) : copy_object(ctx);
     }
     return upload ? upload_part(ctx) : put_object(ctx);
   }
+  if (m == "GET" && ctx.r.has("tagging")) return object_tagging(ctx);
   if (m == "GET") return upload ? list_parts(ctx) : get_object(ctx, false);
   if (m == "HEAD") return get_object(ctx, true);
   if (m == "DELETE") return upload ? abort_upload(ctx) : delete_object(ctx);
@@ -126,13 +130,63 @@ class payload_checking_sink final : public body_sink {
   sha256_hasher hasher_;
 };
 
+/// Decodes an aws-chunked body, checking its chunk signatures, and hands
+/// the payload to the inner sink, which commits only once the whole body
+/// decoded (finish).
+class aws_chunked_sink final : public body_sink {
+ public:
+  aws_chunked_sink(std::unique_ptr<body_sink> inner, std::optional<chunk_chain> chain, std::uint64_t payload_bytes,
+                   context ctx)
+      : inner_(std::move(inner)), decoder_(std::move(chain), payload_bytes), ctx_(std::move(ctx)) {}
+  std::optional<response> write(std::span<const std::byte> bytes) override {
+    while (!bytes.empty()) {
+      auto step = decoder_.next(bytes);
+      if (step.error) return refuse(*step.error);
+      if (!step.payload.empty()) {
+        if (auto early = inner_->write(step.payload)) return early;
+      }
+      bytes = bytes.subspan(step.consumed);
+    }
+    return std::nullopt;
+  }
+  response finish() override {
+    if (auto bad = decoder_.finish()) return refuse(*bad);
+    return inner_->finish();
+  }
+
+ private:
+  response refuse(const s3_error& e) {
+    inner_.reset();  // drops what it staged
+    auto r = ctx_.fail(e);
+    r.close = true;  // the rest of a broken body cannot be framed
+    return r;
+  }
+  std::unique_ptr<body_sink> inner_;
+  aws_chunked_decoder decoder_;
+  context ctx_;
+};
+
+/// x-amz-decoded-content-length, which an aws-chunked body must declare.
+std::optional<std::uint64_t> decoded_length(const parsed_request& r) {
+  auto text = r.header("x-amz-decoded-content-length");
+  if (!text) return std::nullopt;
+  std::uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (text->empty() || ec != std::errc{} || end != text->data() + text->size()) return std::nullopt;
+  return v;
+}
+
+bool streams(const parsed_request& r) { return r.header("x-amz-content-sha256") == streaming_signed_payload; }
+
 started dispatch(const context& ctx) {
   if (auto name = unsupported(ctx.r)) {
     return ctx.fail(s3_code::not_implemented, "The '" + std::string{*name} + "' sub-resource is not supported.");
   }
   auto sha = ctx.r.header("x-amz-content-sha256");
-  if (sha && sha->starts_with("STREAMING-")) {
-    return ctx.fail(s3_code::not_implemented, "aws-chunked (streaming signed) bodies are not supported.");
+  if (sha && sha->starts_with("STREAMING-") && *sha != streaming_signed_payload) {
+    return ctx.fail(s3_code::not_implemented, "Of the aws-chunked bodies only " +
+                                                  std::string{streaming_signed_payload} + " is supported, not " +
+                                                  std::string{*sha} + ".");
   }
   if (ctx.r.bucket.empty()) return service_request(ctx);
   if (!valid_bucket_name(ctx.r.bucket)) {
@@ -144,17 +198,35 @@ started dispatch(const context& ctx) {
   return ctx.r.key.empty() ? bucket_request(ctx) : object_request(ctx);
 }
 
+/// An aws-chunked request: dispatched as if its body were the decoded
+/// payload, and its sink decoding first.
+started dispatch_streaming(const context& ctx, std::optional<chunk_chain> chain) {
+  auto payload_bytes = decoded_length(ctx.r);
+  if (!payload_bytes) {
+    auto r = ctx.fail(s3_code::invalid_request, "An aws-chunked body needs x-amz-decoded-content-length.");
+    r.close = true;
+    return r;
+  }
+  context decoded = ctx;
+  decoded.r.content_length = *payload_bytes;
+  auto out = dispatch(decoded);
+  auto* sink = std::get_if<std::unique_ptr<body_sink>>(&out);
+  if (!sink) return out;
+  return std::make_unique<aws_chunked_sink>(std::move(*sink), std::move(chain), *payload_bytes, ctx);
+}
+
 /// Checks the signature when the gateway has credentials, then dispatches.
 started authorized(const context& ctx) {
   const auto& auth = ctx.g.options.auth;
-  if (!auth) return dispatch(ctx);
+  if (!auth) return streams(ctx.r) ? dispatch_streaming(ctx, std::nullopt) : dispatch(ctx);
   auto checked = verify_sigv4(ctx.r, *auth, ctx.g.options.region, ctx.g.options.now_ns() / 1'000'000'000);
   if (auto* e = std::get_if<s3_error>(&checked)) return ctx.fail(*e);
+  auto& ok = std::get<verified>(checked);
+  if (ok.chunks) return dispatch_streaming(ctx, std::move(ok.chunks));
   auto out = dispatch(ctx);
-  auto& payload = std::get<verified>(checked).payload_sha256;
   auto* sink = std::get_if<std::unique_ptr<body_sink>>(&out);
-  if (!sink || !payload) return out;
-  return std::make_unique<payload_checking_sink>(std::move(*sink), *payload, ctx);
+  if (!sink || !ok.payload_sha256) return out;
+  return std::make_unique<payload_checking_sink>(std::move(*sink), *ok.payload_sha256, ctx);
 }
 
 }  // namespace

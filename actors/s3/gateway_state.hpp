@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "actors/s3/conditions.hpp"
 #include "actors/s3/gateway.hpp"
 #include "actors/s3/request.hpp"
 #include "actors/s3/upload_table.hpp"
@@ -57,15 +58,32 @@ response bucket_versioning(const context& ctx);
 response list_objects(const context& ctx, bool v2);
 started delete_objects(const context& ctx);
 
+/// The source a copy names (x-amz-copy-source), opened, its
+/// x-amz-copy-source-if-* conditions held.
+struct copy_source_opened {
+  std::string bucket{};
+  std::string key{};
+  opened_object object{};
+};
+/// The opened source, or the error to answer (NoSuchKey, 412, ...).
+std::variant<copy_source_opened, response> open_copy_source(const context& ctx);
+/// Copies `range` of `from` into `to` in copy_chunk_bytes pieces; the
+/// copied bytes' MD5 (hex).
+result<std::string> copy_range(const context& ctx, object_reader& from, object_writer& to, byte_range range);
+
 // Objects (object_ops.cpp, copy_ops.cpp).
 started put_object(const context& ctx);
 response get_object(const context& ctx, bool head);
 response delete_object(const context& ctx);
+/// GetObjectTagging: an empty TagSet, as no object has tags here.
+response object_tagging(const context& ctx);
 response copy_object(const context& ctx);
 
 // Multipart (multipart_ops.cpp).
 response create_upload(const context& ctx);
 started upload_part(const context& ctx);
+/// UploadPartCopy: a part copied from an object, whole or x-amz-copy-source-range.
+response upload_part_copy(const context& ctx);
 response list_parts(const context& ctx);
 response list_uploads(const context& ctx);
 response abort_upload(const context& ctx);

@@ -124,6 +124,44 @@ std::variant<object_meta, s3_error> assemble(const context& ctx, const upload_re
   return meta;
 }
 
+/// x-amz-copy-source-range: exactly "bytes=first-last" inside an object
+/// of `size` bytes (S3 takes no other form here).
+std::variant<byte_range, s3_error> parse_copy_range(std::optional<std::string_view> header, std::uint64_t size) {
+  if (!header) return byte_range{.first = 0, .length = size};
+  std::string_view text = *header;
+  s3_error malformed{s3_code::invalid_argument,
+                     "The x-amz-copy-source-range value must be of the form bytes=first-last, where first and last "
+                     "are the zero-based offsets of the first and last bytes to copy."};
+  if (!text.starts_with("bytes=")) return malformed;
+  text.remove_prefix(6);
+  auto dash = text.find('-');
+  if (dash == std::string_view::npos) return malformed;
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  auto a = std::from_chars(text.data(), text.data() + dash, first);
+  auto b = std::from_chars(text.data() + dash + 1, text.data() + text.size(), last);
+  if (dash == 0 || a.ec != std::errc{} || a.ptr != text.data() + dash || dash + 1 == text.size() ||
+      b.ec != std::errc{} || b.ptr != text.data() + text.size() || first > last) {
+    return malformed;
+  }
+  if (last >= size) {
+    return s3_error{s3_code::invalid_argument,
+                    "Range specified is not valid for source object of size: " + std::to_string(size)};
+  }
+  return byte_range{.first = first, .length = last - first + 1};
+}
+
+std::optional<std::uint32_t> part_number_of(const context& ctx) {
+  auto number = parse_u32(ctx.r.param("partNumber").value_or(""));
+  if (!number || *number < 1 || *number > ctx.g.options.limits.part_number_max) return std::nullopt;
+  return number;
+}
+
+response bad_part_number(const context& ctx) {
+  return ctx.fail(s3_code::invalid_argument, "Part number must be an integer between 1 and " +
+                                                 std::to_string(ctx.g.options.limits.part_number_max) + ", inclusive.");
+}
+
 }  // namespace
 
 response create_upload(const context& ctx) {
@@ -149,11 +187,8 @@ response create_upload(const context& ctx) {
 
 started upload_part(const context& ctx) {
   const auto& limits = ctx.g.options.limits;
-  auto number = parse_u32(ctx.r.param("partNumber").value_or(""));
-  if (!number || *number < 1 || *number > limits.part_number_max) {
-    return ctx.fail(s3_code::invalid_argument, "Part number must be an integer between 1 and " +
-                                                   std::to_string(limits.part_number_max) + ", inclusive.");
-  }
+  auto number = part_number_of(ctx);
+  if (!number) return bad_part_number(ctx);
   auto u = named_upload(ctx);
   if (!u) return no_such_upload(ctx);
   if (ctx.r.content_length && *ctx.r.content_length > limits.part_bytes_max) {
@@ -168,6 +203,34 @@ started upload_part(const context& ctx) {
     out.headers.emplace_back("ETag", quoted(m.etag));
     return out;
   });
+}
+
+response upload_part_copy(const context& ctx) {
+  auto number = part_number_of(ctx);
+  if (!number) return bad_part_number(ctx);
+  auto u = named_upload(ctx);
+  if (!u) return no_such_upload(ctx);
+  auto source = open_copy_source(ctx);
+  if (auto* r = std::get_if<response>(&source)) return std::move(*r);
+  auto& opened = std::get<copy_source_opened>(source).object;
+  auto range = parse_copy_range(ctx.r.header("x-amz-copy-source-range"), opened.identity.size);
+  if (auto* e = std::get_if<s3_error>(&range)) return ctx.fail(*e);
+  auto span = std::get<byte_range>(range);
+  if (span.length > ctx.g.options.limits.part_bytes_max) {
+    return ctx.fail(s3_code::invalid_request, "The specified copy source is larger than the maximum allowable size "
+                                              "for a copy source: " +
+                                                  std::to_string(ctx.g.options.limits.part_bytes_max));
+  }
+  auto writer = ctx.g.store.create(u->bucket, staged_part_key(u->id, *number));
+  if (!writer) return ctx.store_failure(writer.error());
+  auto etag = copy_range(ctx, *opened.reader, **writer, span);
+  if (!etag) return ctx.store_failure(etag.error());
+  auto committed = (*writer)->commit(object_meta{.etag = *etag});
+  if (!committed) return ctx.store_failure(committed.error());
+  xml_writer x{"CopyPartResult"};
+  x.leaf("LastModified", iso8601(committed->mtime_ns));
+  x.leaf("ETag", quoted(*etag));
+  return ctx.xml(200, x.finish());
 }
 
 response list_parts(const context& ctx) {

@@ -1,7 +1,8 @@
-// PutObject, GetObject, HeadObject, DeleteObject.
+// PutObject, GetObject, HeadObject, DeleteObject, GetObjectTagging.
 
 #include "actors/s3/conditions.hpp"
 #include "actors/s3/gateway_state.hpp"
+#include "actors/s3/xml.hpp"
 #include "runtime/digest.hpp"
 
 namespace sluice::s3 {
@@ -117,6 +118,16 @@ response delete_object(const context& ctx) {
   auto removed = ctx.g.store.remove(ctx.r.bucket, ctx.r.key);
   if (!removed) return ctx.store_failure(removed.error());
   return response{.status = 204};
+}
+
+response object_tagging(const context& ctx) {
+  auto found = ctx.g.store.stat(ctx.r.bucket, ctx.r.key);
+  if (!found) return ctx.store_failure(found.error());
+  if (!*found) return ctx.store_failure(error{errc::not_found, "no such object"});
+  xml_writer x{"Tagging"};
+  x.open("TagSet");
+  x.close("TagSet");
+  return ctx.xml(200, x.finish());
 }
 
 }  // namespace sluice::s3

@@ -40,6 +40,7 @@ std::string_view code_name(s3_code code) {
     case s3_code::authorization_header_malformed: return "AuthorizationHeaderMalformed";
     case s3_code::authorization_query_parameters_error: return "AuthorizationQueryParametersError";
     case s3_code::content_sha256_mismatch: return "XAmzContentSHA256Mismatch";
+    case s3_code::incomplete_body: return "IncompleteBody";
   }
   return "InternalError";
 }
@@ -52,7 +53,8 @@ int code_status(s3_code code) {
     case s3_code::request_time_too_skewed: return 403;
     case s3_code::authorization_header_malformed:
     case s3_code::authorization_query_parameters_error:
-    case s3_code::content_sha256_mismatch: return 400;
+    case s3_code::content_sha256_mismatch:
+    case s3_code::incomplete_body: return 400;
     case s3_code::bucket_already_owned_by_you:
     case s3_code::bucket_not_empty: return 409;
     case s3_code::entity_too_large:

@@ -44,6 +44,7 @@ enum class s3_code {
   authorization_header_malformed,
   authorization_query_parameters_error,
   content_sha256_mismatch,
+  incomplete_body,
 };
 
 std::string_view code_name(s3_code code);

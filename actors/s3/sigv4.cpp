@@ -171,13 +171,16 @@ std::string canonical_request(const parsed_request& r, const std::vector<std::st
   return out;
 }
 
-std::string sigv4_signature(std::string_view secret, std::string_view date, std::string_view region,
-                            std::string_view string_to_sign) {
+std::string sigv4_signing_key(std::string_view secret, std::string_view date, std::string_view region) {
   auto k_date = hmac_sha256("AWS4" + std::string{secret}, date);
   auto k_region = hmac_sha256(as_key(k_date), region);
   auto k_service = hmac_sha256(as_key(k_region), "s3");
-  auto k_signing = hmac_sha256(as_key(k_service), "aws4_request");
-  return hex(hmac_sha256(as_key(k_signing), string_to_sign));
+  return as_key(hmac_sha256(as_key(k_service), "aws4_request"));
+}
+
+std::string sigv4_signature(std::string_view secret, std::string_view date, std::string_view region,
+                            std::string_view string_to_sign) {
+  return hex(hmac_sha256(sigv4_signing_key(secret, date, region), string_to_sign));
 }
 
 std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const credentials& creds,
@@ -217,7 +220,14 @@ std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const cre
                     "and signing method."};
   }
   verified out;
-  if (c.payload_hash != unsigned_payload) out.payload_sha256 = c.payload_hash;
+  if (c.payload_hash == streaming_signed_payload) {
+    out.chunks = chunk_chain{.signing_key = sigv4_signing_key(creds.secret_key, scope[1], region),
+                             .amz_date = c.amz_date,
+                             .scope = scope[1] + "/" + std::string{region} + "/s3/aws4_request",
+                             .seed_signature = c.signature};
+  } else if (c.payload_hash != unsigned_payload) {
+    out.payload_sha256 = c.payload_hash;
+  }
   return out;
 }
 

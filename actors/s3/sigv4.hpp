@@ -8,7 +8,8 @@
 // presigned URL's X-Amz-Expires, at most 7 days), and the signature over
 // the canonical request. The payload hash the client declared
 // (x-amz-content-sha256) is signed too; whether the body matches it is
-// checked as the body streams (see verified.payload_sha256).
+// checked as the body streams (see verified.payload_sha256), and an
+// aws-chunked body's chunk signatures chain from this one (verified.chunks).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <variant>
 #include <vector>
 
+#include "actors/s3/aws_chunked.hpp"
 #include "actors/s3/request.hpp"
 #include "actors/s3/s3_error.hpp"
 
@@ -30,8 +32,11 @@ struct credentials {
 
 struct verified {
   /// The body's SHA-256 (hex) the signature covers; nullopt when the
-  /// client signed UNSIGNED-PAYLOAD (or a presigned URL).
+  /// client signed UNSIGNED-PAYLOAD (or a presigned URL), or streams.
   std::optional<std::string> payload_sha256{};
+  /// For an aws-chunked body (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): what
+  /// its chunk signatures chain from.
+  std::optional<chunk_chain> chunks{};
 };
 
 /// Checks `r`'s signature. `now_s`: seconds since the epoch.
@@ -42,6 +47,10 @@ std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const cre
 /// (lower case, sorted). Query parameters named in `excluded` are left out.
 std::string canonical_request(const parsed_request& r, const std::vector<std::string>& signed_headers,
                               std::string_view payload_hash, std::string_view excluded);
+
+/// The SigV4 signing key (raw bytes) derived from `secret` for `date`
+/// (YYYYMMDD) and `region`, service s3.
+std::string sigv4_signing_key(std::string_view secret, std::string_view date, std::string_view region);
 
 /// The hex signature of `string_to_sign` under the key derived from
 /// `secret` for `date` (YYYYMMDD) and `region`.

@@ -104,6 +104,22 @@ bool kept_header(std::string_view lower) {
          lower.starts_with("x-amz-meta-");
 }
 
+/// A Content-Encoding list without its aws-chunked entry: "aws-chunked,gzip" → "gzip".
+std::string without_aws_chunked(std::string_view list) {
+  std::string out;
+  while (!list.empty()) {
+    auto comma = list.find(',');
+    auto item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty() || item == "aws-chunked") continue;
+    if (!out.empty()) out += ',';
+    out += item;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::unique_ptr<body_sink> make_object_sink(const context& ctx, std::unique_ptr<object_writer> writer,
@@ -134,6 +150,12 @@ std::variant<object_meta, s3_error> meta_from_request(const context& ctx) {
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
     if (!kept_header(lower)) continue;
     if (lower.starts_with("x-amz-meta-")) user_bytes += lower.size() - 11 + value.size();
+    if (lower == "content-encoding") {
+      // aws-chunked names how the body was sent, not what the object is: S3 drops it.
+      auto kept = without_aws_chunked(value);
+      if (!kept.empty()) meta.headers.emplace_back(std::move(lower), std::move(kept));
+      continue;
+    }
     meta.headers.emplace_back(std::move(lower), value);
   }
   if (user_bytes > ctx.g.options.limits.user_meta_bytes_max) {

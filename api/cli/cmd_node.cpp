@@ -1,12 +1,17 @@
-// sluice up | master | owner: run nodes until SIGINT/SIGTERM.
+// sluice up | master | owner: run nodes until SIGINT/SIGTERM. `sluice up`
+// also runs an S3 gateway beside its owner when [s3] listen or --s3 says
+// where.
 
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/cli/cli.hpp"
+#include "api/cli/s3_gateway.hpp"
+#include "runtime/config/load.hpp"
 #include "sluice/node.hpp"
 
 namespace sluice::cli {
@@ -20,6 +25,14 @@ struct node_flags {
   std::string advertise;
   std::string data_dir;
   bool in_memory = false;
+  // sluice up's gateway: these win over [s3] of the config file.
+  std::string s3_listen;
+  std::vector<std::string> s3_buckets;
+  std::string s3_root;
+  bool s3_anonymous = false;
+  std::string s3_access_key;
+  std::string s3_secret_key;
+  CLI::App* up = nullptr;
 };
 
 /// Where `sluice master` keeps its state when neither --data-dir nor
@@ -45,12 +58,47 @@ std::string state_line(const std::string& data_dir) {
   return "state: " + data_dir + " (kept across restarts)";
 }
 
+bool given(const CLI::App& cmd, const char* flag) {
+  const auto* o = cmd.get_option_no_throw(flag);
+  return o != nullptr && o->count() > 0;
+}
+
+/// [s3] of the config file (when given), then the --s3* flags given.
+result<s3_section> up_s3_settings(const node_flags& f) {
+  s3_section s;
+  if (!f.config.empty()) {
+    auto config = load_config_file(f.config);
+    if (!config) return std::move(config).error();
+    s = config->s3;
+  }
+  const auto& up = *f.up;
+  if (given(up, "--s3")) s.listen = f.s3_listen;
+  if (given(up, "--s3-bucket")) s.buckets = f.s3_buckets;
+  if (given(up, "--s3-root")) s.root = f.s3_root;
+  if (given(up, "--s3-anonymous")) s.anonymous = f.s3_anonymous;
+  if (given(up, "--s3-access-key")) s.access_key = f.s3_access_key;
+  if (given(up, "--s3-secret-key")) s.secret_key = f.s3_secret_key;
+  return s;
+}
+
 int fail_start(std::string_view what, const error& e) {
   std::cerr << "sluice " << what << ": cannot start: " << e.to_string() << "\n";
   return e.code() == errc::invalid_argument || e.code() == errc::not_found ? exit_usage : exit_failed;
 }
 
 int run_up(const node_flags& f) {
+  auto s3 = up_s3_settings(f);
+  if (!s3) return fail_start("up", s3.error());
+  // The gateway starts first: a setting of its that cannot work stops
+  // `sluice up` before any node runs.
+  std::unique_ptr<running_s3_gateway> gateway;
+  if (!s3->listen.empty()) {
+    auto started = running_s3_gateway::start(*s3, "--s3-");
+    if (!started) return fail_start("up", started.error());
+    gateway = std::move(*started);
+  } else if (!s3->buckets.empty() || !s3->root.empty()) {
+    return fail_start("up", error{errc::invalid_argument, "S3 buckets are given but no --s3 HOST:PORT to serve them on"});
+  }
   local_cluster_options options;
   options.config_file = f.config;
   options.listen = f.listen;
@@ -65,8 +113,9 @@ int run_up(const node_flags& f) {
             << "master listening on " << (*cluster)->master_address()
             << " (owners of other hosts join here)\n"
             << state_line((*cluster)->data_dir()) << "\n"
-            << "try: echo hello | sluice kv put greeting - && sluice kv get greeting\n"
-            << "stop with Ctrl-C" << std::endl;
+            << "try: echo hello | sluice kv put greeting - && sluice kv get greeting\n";
+  if (gateway) std::cout << "S3 gateway listening on " << gateway->address() << gateway->access_note() << "\n";
+  std::cout << "stop with Ctrl-C" << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice up: stopping" << std::endl;
   return exit_ok;
@@ -110,6 +159,16 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   up->add_option("--data-dir", flags->data_dir,
                  "Keep the master's state here across restarts (or [master] data_dir; "
                  "default: in memory only, nothing kept)");
+  up->add_option("--s3", flags->s3_listen,
+                 "Also serve S3 on HOST:PORT, beside the owner (or [s3] listen; see docs/s3.md)");
+  up->add_option("--s3-bucket", flags->s3_buckets, "Export DIR as S3 bucket NAME: NAME=DIR (repeatable)");
+  up->add_option("--s3-root", flags->s3_root, "Subdirectories of DIR are S3 buckets; CreateBucket makes new ones here")
+      ->check(CLI::ExistingDirectory);
+  up->add_flag("--s3-anonymous", flags->s3_anonymous, "The gateway accepts unsigned requests from anyone");
+  up->add_option("--s3-access-key", flags->s3_access_key, "The access key id S3 requests must be signed with");
+  up->add_option("--s3-secret-key", flags->s3_secret_key, "Its secret (also from SLUICE_S3_SECRET_KEY)")
+      ->envname("SLUICE_S3_SECRET_KEY");
+  flags->up = up;
   up->callback([flags, &exit_code] { exit_code = run_up(*flags); });
 
   auto* master = app.add_subcommand("master", "Run a master (control plane)");

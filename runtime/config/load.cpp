@@ -293,6 +293,29 @@ result<std::uint64_t> read_nonzero_size(const toml::node& value, const key_ref& 
 result<std::uint64_t> read_envelope_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, envelope_bytes_min);
 }
+/// An array of "NAME=DIR" strings: the buckets [s3] exports.
+result<std::vector<std::string>> read_bucket_list(const toml::node& value, const key_ref& key) {
+  const auto* list = value.as_array();
+  if (list == nullptr) return must_be(key, "an array of \"NAME=DIR\" strings", value);
+  std::vector<std::string> out;
+  for (const auto& item : *list) {
+    auto spec = read_string(item, key);
+    if (!spec) return std::move(spec).error();
+    auto eq = spec->find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec->size()) {
+      return invalid(key, fmt::format("a bucket is \"NAME=DIR\", found \"{}\"", *spec));
+    }
+    out.push_back(*spec);
+  }
+  return out;
+}
+result<std::int64_t> read_s3_threads(const toml::node& value, const key_ref& key) {
+  return read_integer(value, key, 1, 64);
+}
+result<std::int64_t> read_s3_connections(const toml::node& value, const key_ref& key) {
+  return read_integer(value, key, 1, 65536);
+}
+
 result<std::int64_t> read_seed(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, 0, std::numeric_limits<std::int64_t>::max());
 }
@@ -409,6 +432,20 @@ constexpr key_spec client_keys[] = {
      store<&node_config::client, &client_section::request_timeout, read_duration>},
     {"keepalive", store<&node_config::client, &client_section::keepalive, read_duration>},
 };
+constexpr key_spec s3_keys[] = {
+    {"listen", store<&node_config::s3, &s3_section::listen, read_string>},
+    {"buckets", store<&node_config::s3, &s3_section::buckets, read_bucket_list>},
+    {"root", store<&node_config::s3, &s3_section::root, read_string>},
+    {"anonymous", store<&node_config::s3, &s3_section::anonymous, read_bool>},
+    {"access_key", store<&node_config::s3, &s3_section::access_key, read_string>},
+    {"secret_key", store<&node_config::s3, &s3_section::secret_key, read_string>},
+    {"domain", store<&node_config::s3, &s3_section::domain, read_string>},
+    {"region", store<&node_config::s3, &s3_section::region, read_string>},
+    {"threads", store<&node_config::s3, &s3_section::threads, read_s3_threads>},
+    {"connections_max", store<&node_config::s3, &s3_section::connections_max, read_s3_connections>},
+    {"request_timeout", store<&node_config::s3, &s3_section::request_timeout, read_duration>},
+    {"idle_timeout", store<&node_config::s3, &s3_section::idle_timeout, read_duration>},
+};
 constexpr key_spec log_keys[] = {
     {"level", store<&node_config::log, &log_section::level, read_log_level>},
 };
@@ -416,7 +453,7 @@ constexpr key_spec log_keys[] = {
 constexpr section_spec sections[] = {
     {"node", node_keys},   {"wire", wire_keys},     {"master", master_keys},
     {"owner", owner_keys}, {"links", links_keys},   {"client", client_keys},
-    {"log", log_keys},     {"rdma", rdma_keys},
+    {"log", log_keys},     {"rdma", rdma_keys},     {"s3", s3_keys},
 };
 
 /// A table inside a section, such as [owner.gpu]: writing it (even empty)

@@ -189,6 +189,32 @@ struct log_section {
   std::string level = "info";
 };
 
+/// [s3]: the S3 gateway, for `sluice s3 --config` and `sluice up` (which
+/// runs one beside its owner when `listen` is set). Flags given on the
+/// command line win over these. See docs/s3.md.
+struct s3_section {
+  /// HOST:PORT to serve HTTP on. Empty: `sluice s3` listens on
+  /// 127.0.0.1:9000, `sluice up` runs no gateway.
+  std::string listen{};
+  /// "NAME=DIR" each: DIR exported as bucket NAME.
+  std::vector<std::string> buckets{};
+  /// Subdirectories of this are buckets; CreateBucket makes new ones here.
+  std::string root{};
+  /// Accept unsigned requests from anyone (instead of access_key).
+  bool anonymous{false};
+  /// Requests must be signed (SigV4) with this key and secret (the secret
+  /// may come from SLUICE_S3_SECRET_KEY instead).
+  std::string access_key{};
+  std::string secret_key{};
+  /// Also accept virtual-host addressing: BUCKET.DOMAIN.
+  std::string domain{};
+  std::string region{"us-east-1"};
+  std::int64_t threads{4};             ///< I/O threads, 1 to 64
+  std::uint64_t connections_max{256};  ///< served at once, 1 to 65536
+  microseconds request_timeout{900'000'000};
+  microseconds idle_timeout{30'000'000};
+};
+
 struct node_config {
   node_section node;
   wire_section wire;
@@ -198,6 +224,7 @@ struct node_config {
   rdma_section rdma;
   client_section client;
   log_section log;
+  s3_section s3;
 };
 
 }  // namespace sluice

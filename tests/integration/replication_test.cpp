@@ -123,6 +123,7 @@ TEST_CASE("replication: a read fails over to the next copy when its first holder
   auto s = c->status();
   REQUIRE(s.ok());
   CHECK(count_up(*s) == 3);
+}
 
 TEST_CASE("replication: after an owner is killed, a put of two copies is refused and one with min_replicas 1 reports one copy") {
   auto master = start_node({"master", "--listen", "127.0.0.1:0"});

@@ -298,7 +298,9 @@ TEST_CASE("s3 gateway: unknown methods, sub-resources and bad names get the S3 e
   world w;
   CHECK(w.call("PATCH", "/data/k").has_code("MethodNotAllowed"));
   CHECK(w.call("GET", "/data?acl").has_code("NotImplemented"));
-  CHECK(w.call("GET", "/data/k?tagging").has_code("NotImplemented"));
+  CHECK(w.call("GET", "/data/k?tagging").has_code("NoSuchKey"));  // read, and there is no such object
+  CHECK(w.call("PUT", "/data/k?tagging", {}, "<Tagging/>").has_code("NotImplemented"));
+  CHECK(w.call("GET", "/data?tagging").has_code("NotImplemented"));
   CHECK(w.call("PUT", "/data?versioning", {}, "<VersioningConfiguration/>").has_code("NotImplemented"));
   auto versioning = w.call("GET", "/data?versioning");
   CHECK(versioning.status == 200);
@@ -308,8 +310,10 @@ TEST_CASE("s3 gateway: unknown methods, sub-resources and bad names get the S3 e
   CHECK(w.call("GET", "/nosuch/k").has_code("NoSuchBucket"));
   CHECK(w.call("PUT", "/nosuch/k", {}, "x").has_code("NoSuchBucket"));
   CHECK(w.call("PUT", "/data/a%2F..%2F..%2Fescape", {}, "x").has_code("InvalidArgument"));
-  CHECK(w.call("PUT", "/data/k", {{"x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"}}, "x")
+  CHECK(w.call("PUT", "/data/k", {{"x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"}}, "x")
             .has_code("NotImplemented"));
+  CHECK(w.call("PUT", "/data/k", {{"x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"}}, "x")
+            .has_code("InvalidRequest"));  // no x-amz-decoded-content-length
   CHECK(w.call("PUT", "/data/k", {{"x-amz-meta-big", std::string(3000, 'v')}}, "x").has_code("MetadataTooLarge"));
   auto made = w.call("PUT", "/newbucket");
   CHECK(made.status == 200);
@@ -335,4 +339,51 @@ TEST_CASE("s3 gateway: CopyObject copies bytes and headers, or replaces the head
   CHECK(w.call("PUT", "/data/x", {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-if-match", "\"no\""}})
             .has_code("PreconditionFailed"));
   CHECK(w.call("PUT", "/data/x", {{"x-amz-copy-source", "data/none"}}).has_code("NoSuchKey"));
+}
+
+TEST_CASE("s3 gateway: GetObjectTagging answers an empty tag set for an object") {
+  world w;
+  w.call("PUT", "/data/tagged", {}, "x");
+  auto tags = w.call("GET", "/data/tagged?tagging");
+  CHECK(tags.status == 200);
+  CHECK(tags.body.find("<Tagging") != std::string::npos);
+  CHECK(tags.body.find("<TagSet></TagSet>") != std::string::npos);
+}
+
+TEST_CASE("s3 gateway: UploadPartCopy copies a source object, whole or a range, into a part") {
+  world w{gateway_limits{.part_bytes_min = 4}};
+  std::string source;
+  for (int i = 0; i < 3000; ++i) source += static_cast<char>('a' + i % 26);
+  w.call("PUT", "/data/src", {}, source);
+  auto created = w.call("POST", "/data/joined?uploads");
+  auto id = created.body.substr(created.body.find("<UploadId>") + 10, 32);
+  auto part = [&](int n, header_list headers) { return w.call("PUT", "/data/joined?partNumber=" + std::to_string(n) + "&uploadId=" + id, std::move(headers)); };
+  auto p1 = part(1, {{"x-amz-copy-source", "/data/src"}, {"x-amz-copy-source-range", "bytes=0-999"}});
+  CHECK(p1.status == 200);
+  CHECK(p1.body.find("<CopyPartResult") != std::string::npos);
+  CHECK(p1.body.find("<ETag>&quot;" + to_hex(md5_of(source.substr(0, 1000))) + "&quot;</ETag>") != std::string::npos);
+  auto p2 = part(2, {{"x-amz-copy-source", "data/src"}});  // the whole object
+  CHECK(p2.body.find("<ETag>&quot;" + to_hex(md5_of(source)) + "&quot;</ETag>") != std::string::npos);
+  auto p3 = part(3, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-range", "bytes=2990-2999"}});
+  CHECK(p3.status == 200);
+  // Ranges S3 does not take, sources that are not there, conditions that fail.
+  CHECK(part(4, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-range", "bytes=0-3000"}}).has_code("InvalidArgument"));
+  CHECK(part(4, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-range", "bytes=5-4"}}).has_code("InvalidArgument"));
+  CHECK(part(4, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-range", "bytes=-5"}}).has_code("InvalidArgument"));
+  CHECK(part(4, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-range", "0-5"}}).has_code("InvalidArgument"));
+  CHECK(part(4, {{"x-amz-copy-source", "data/none"}}).has_code("NoSuchKey"));
+  CHECK(part(4, {{"x-amz-copy-source", "data/src"}, {"x-amz-copy-source-if-match", "\"other\""}}).has_code("PreconditionFailed"));
+  CHECK(part(0, {{"x-amz-copy-source", "data/src"}}).has_code("InvalidArgument"));
+  CHECK(w.call("PUT", "/data/joined?partNumber=1&uploadId=nope", {{"x-amz-copy-source", "data/src"}}).has_code("NoSuchUpload"));
+  auto etag = [](const answer& a) {
+    auto at = a.body.find("<ETag>");
+    return a.body.substr(at + 6, a.body.find("</ETag>") - at - 6);
+  };
+  std::string parts;
+  for (auto [n, a] : {std::pair{1, &p1}, std::pair{2, &p2}, std::pair{3, &p3}}) {
+    parts += "<Part><PartNumber>" + std::to_string(n) + "</PartNumber><ETag>" + etag(*a) + "</ETag></Part>";
+  }
+  auto done = w.call("POST", "/data/joined?uploadId=" + id, {}, "<CompleteMultipartUpload>" + parts + "</CompleteMultipartUpload>");
+  REQUIRE(done.status == 200);
+  CHECK(w.call("GET", "/data/joined").body == source.substr(0, 1000) + source + source.substr(2990));
 }

@@ -139,6 +139,38 @@ TEST_CASE("config: [rdma] names a device choice and the software provider's test
   CHECK(contains(failure(load_config_string("[rdma]\nsoft_fail_read = -1\n")), "soft_fail_read"));
 }
 
+TEST_CASE("config: [s3] reads the gateway's listen address, buckets, access and bounds") {
+  auto d = load_config_string("");
+  REQUIRE(d.ok());
+  CHECK(d->s3.listen.empty());
+  CHECK(d->s3.region == "us-east-1");
+  CHECK(d->s3.request_timeout == 15min);
+  auto r = load_config_string(
+      "[s3]\nlisten = \"127.0.0.1:9000\"\nbuckets = [\"photos=/srv/photos\", \"logs=/var/log/app\"]\n"
+      "root = \"/srv/buckets\"\naccess_key = \"admin\"\nsecret_key = \"s3cret\"\ndomain = \"s3.local\"\n"
+      "region = \"eu-west-1\"\nthreads = 8\nconnections_max = 100\nrequest_timeout = \"2m\"\n"
+      "idle_timeout = \"5s\"\n");
+  REQUIRE(r.ok());
+  CHECK(r->s3.listen == "127.0.0.1:9000");
+  CHECK(r->s3.buckets == std::vector<std::string>{"photos=/srv/photos", "logs=/var/log/app"});
+  CHECK(r->s3.root == "/srv/buckets");
+  CHECK(r->s3.access_key == "admin");
+  CHECK(r->s3.secret_key == "s3cret");
+  CHECK(r->s3.domain == "s3.local");
+  CHECK(r->s3.region == "eu-west-1");
+  CHECK(r->s3.threads == 8);
+  CHECK(r->s3.connections_max == 100);
+  CHECK(r->s3.request_timeout == 2min);
+  CHECK(r->s3.idle_timeout == 5s);
+  CHECK_FALSE(r->s3.anonymous);
+  CHECK(load_config_string("[s3]\nanonymous = true\n")->s3.anonymous);
+  CHECK(contains(failure(load_config_string("[s3]\nbucket = [\"a=b\"]\n")), "did you mean 's3.buckets'"));
+  CHECK(contains(failure(load_config_string("[s3]\nbuckets = [\"no-directory\"]\n")), "NAME=DIR"));
+  CHECK(contains(failure(load_config_string("[s3]\nbuckets = \"a=b\"\n")), "an array"));
+  CHECK(contains(failure(load_config_string("[s3]\nthreads = 0\n")), "threads"));
+  CHECK(contains(failure(load_config_string("[s3]\nidle_timeout = \"0s\"\n")), "idle_timeout"));
+}
+
 TEST_CASE("config: a document with only comments and empty sections gives the defaults") {
   auto r = load_config_string("# nothing to change\n[owner]\n[log]\n");
   REQUIRE(r.ok());

@@ -1,0 +1,44 @@
+// The S3 gateway as the launcher runs it: alone (`sluice s3`) or beside
+// an owner in `sluice up`. Checks the [s3] settings, then wires the
+// bucket store, the read path, the protocol core and the HTTP server.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/s3/gateway.hpp"
+#include "api/src/s3_server.hpp"
+#include "runtime/config/node_config.hpp"
+#include "runtime/storage/posix_bucket_store.hpp"
+#include "sluice/result.hpp"
+
+namespace sluice::cli {
+
+/// A serving gateway; dropping it stops the server, then the rest.
+class running_s3_gateway {
+ public:
+  /// invalid_argument for settings that cannot work (no bucket, no
+  /// access mode, a bad NAME=DIR), with a message that says what to give;
+  /// other errors when the directories or the port cannot be had.
+  /// An empty `listen` means 127.0.0.1:9000. `flag_prefix` names the
+  /// flags in messages: "--" for `sluice s3`, "--s3-" for `sluice up`.
+  static result<std::unique_ptr<running_s3_gateway>> start(const s3_section& settings, std::string_view flag_prefix);
+  ~running_s3_gateway();
+  running_s3_gateway(const running_s3_gateway&) = delete;
+  running_s3_gateway& operator=(const running_s3_gateway&) = delete;
+
+  /// "127.0.0.1:9000", the port resolved.
+  const std::string& address() const { return server_->address(); }
+  /// " (requests must be signed with SigV4, access key K)" or the anonymous warning.
+  std::string access_note() const;
+
+ private:
+  running_s3_gateway() = default;
+  std::string access_key_;  ///< empty: anonymous
+  std::unique_ptr<posix_bucket_store> store_;
+  std::unique_ptr<s3::store_read_path> reads_;
+  std::unique_ptr<s3::gateway> gateway_;
+  std::unique_ptr<s3_server> server_;
+};
+
+}  // namespace sluice::cli
