@@ -216,6 +216,7 @@ run_report run_seed(const run_options& options) {
   report.rpc_streams = rpc ? rpc->streams() : 0;
   report.rpc_stream_items = rpc ? rpc->stream_items() : 0;
   std::tie(report.rdma_reads, report.rdma_reads_failed) = w.rdma_reads();
+  std::tie(report.repair_copies, report.repair_copies_failed) = w.repair_copies();
   if (mq) {
     auto& m = mq->stats();
     report.mq_produced = m.produced;

@@ -72,6 +72,8 @@ struct run_report {
   std::uint64_t rpc_stream_items = 0;  ///< items read in them
   std::uint64_t rdma_reads = 0;         ///< with run_options::rdma: completed
   std::uint64_t rdma_reads_failed = 0;  ///< and failed (faults, crashed holders)
+  std::uint64_t repair_copies = 0;         ///< made by repair after owners were lost
+  std::uint64_t repair_copies_failed = 0;  ///< and failed (each is tried again)
   /// With run_options::mq: produces acknowledged (not duplicates),
   /// deliveries, of them redeliveries, and acks the master confirmed.
   std::uint64_t mq_produced = 0;

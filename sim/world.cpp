@@ -121,6 +121,9 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.transfer_chunk_bytes = 16ULL << 10;
   cfg.owner.transfer_window = 3;
   cfg.master.mq_orphan_grace = config_.mq_orphan_grace;
+  // Copies on a crashed owner stop counting after 2 s, so that runs with
+  // crashes make repair copies too.
+  cfg.master.repair_after = std::chrono::seconds{2};
   if (config_.gpu_devices > 0) {
     cfg.owner.gpu.enabled = true;
     cfg.owner.gpu.devices.clear();
@@ -199,6 +202,7 @@ void world::start(int index) {
                        [this](const std::string& key) {
                          if (config_.on_forgotten) config_.on_forgotten(key, now_);
                        }};
+      deps.on_repair = [this](bool made) { (made ? repair_copies_ : repair_copies_failed_) += 1; };
       deps.plant_mq_forget_acks_on_move = config_.mq_forgets_acks;
       deps.plant_mq_keep_consumed_payloads = config_.mq_leaks_payloads;
       auto master = spawn_master(*n.system, std::move(deps));

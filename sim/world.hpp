@@ -148,6 +148,11 @@ class world {
   const gpu::fake_device* gpu_of(int node) const;
   /// Reads over the simulated rdma path that completed, and that failed.
   std::pair<std::uint64_t, std::uint64_t> rdma_reads() const noexcept;
+  /// Repair copies the master made, and those that failed, over every
+  /// incarnation of the master.
+  std::pair<std::uint64_t, std::uint64_t> repair_copies() const noexcept {
+    return {repair_copies_, repair_copies_failed_};
+  }
   const world_config& config() const noexcept { return config_; }
   std::uint64_t steps() const noexcept { return steps_; }
 
@@ -177,6 +182,8 @@ class world {
   sim_time now_{};
   std::uint64_t steps_ = 0;
   std::uint64_t master_wipes_ = 0;
+  std::uint64_t repair_copies_ = 0;
+  std::uint64_t repair_copies_failed_ = 0;
 };
 
 }  // namespace sluice::sim

@@ -5,9 +5,11 @@
 namespace sluice::master {
 
 std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                                   clock_time expires, wire::put_condition condition, std::uint64_t ttl_ms) {
+                                   clock_time expires, wire::put_condition condition, std::uint64_t ttl_ms,
+                                   std::uint32_t copies) {
+  SLUICE_ASSERT(copies >= 1 && copies <= max_copies);
   auto version = next_version_++;
-  pending_.emplace(version, pending_entry{key, size, holder, expires, condition, ttl_ms});
+  pending_.emplace(version, pending_entry{key, size, holder, expires, condition, ttl_ms, copies});
   usage_[holder].pending_bytes += size;
   pending_per_key_[key] += 1;
   count_in_slot(key, holder, true);
@@ -26,6 +28,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
                                             " does not match its pending put");
   }
   auto size = it->second.size;
+  auto copies = it->second.copies;
   auto expires_ms = it->second.ttl_ms == 0 ? std::int64_t{0}
                                            : now_ms_ + static_cast<std::int64_t>(it->second.ttl_ms);
   if (it->second.condition.any()) {
@@ -49,7 +52,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, expires_ms, {}});
+  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, expires_ms, {}, copies});
   if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
     if (obj->second.version > version) {
@@ -65,7 +68,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
       count_copy(key, r, old.size, false);
     }
     set_expiry(key, old.expires_ms, expires_ms);
-    old = object_entry{version, size, holder, expires_ms, {}};
+    old = object_entry{version, size, holder, expires_ms, {}, copies};
   }
   count_copy(key, holder, size, true);
   return out;
@@ -149,6 +152,14 @@ bool directory::add_replica(const std::string& key, std::uint64_t version, node_
   it->second.replicas.push_back(holder);
   count_copy(key, holder, it->second.size, true);
   return true;
+}
+
+void directory::settle_copies(const std::string& key) {
+  auto it = find_node(key);
+  if (it == objects_.end()) return;
+  auto& e = it->second;
+  e.copies = std::min<std::uint32_t>(e.copies, static_cast<std::uint32_t>(e.copy_count()));
+  SLUICE_ASSERT(e.copies >= 1);
 }
 
 evicted_copy directory::evict(const std::string& key, std::uint64_t version, node_id holder) {

@@ -44,6 +44,10 @@ struct object_entry {
   /// Other owners holding copies of this version (registered after the
   /// holder committed it); readers may use any that is up.
   std::vector<node_id> replicas;
+  /// The copies its put asked for (1 to max_copies): repair restores
+  /// them when copies are lost. A deliberate eviction lowers it.
+  std::uint32_t copies = 1;
+  std::size_t copy_count() const noexcept { return 1 + replicas.size(); }
   bool held_by(node_id id) const {
     return holder == id || std::find(replicas.begin(), replicas.end(), id) != replicas.end();
   }
@@ -56,7 +60,11 @@ struct pending_entry {
   clock_time expires;
   wire::put_condition condition;
   std::uint64_t ttl_ms = 0;  ///< the committed version lives this long; 0: forever
+  std::uint32_t copies = 1;  ///< object_entry::copies
 };
+
+/// The most copies a put may ask for (wire::place::replicas is a u8).
+inline constexpr std::uint32_t max_copies = 255;
 
 /// A version some holder should free.
 struct stale_version {
@@ -82,7 +90,8 @@ class directory {
   /// Records a pending version of `key` on `holder`; returns the version.
   /// A conditional put is checked again when it commits.
   std::uint64_t begin_put(const std::string& key, std::uint64_t size, node_id holder,
-                          clock_time expires, wire::put_condition condition = {}, std::uint64_t ttl_ms = 0);
+                          clock_time expires, wire::put_condition condition = {}, std::uint64_t ttl_ms = 0,
+                          std::uint32_t copies = 1);
 
   /// Wall time now, in ms since the Unix epoch: versions whose TTL ran out
   /// by then are expired — find(), check(), list() and count() no longer
@@ -126,6 +135,17 @@ class directory {
   /// when other holders keep the key (a replica takes the holder's place
   /// when the holder goes); the key when it was the last copy.
   evicted_copy evict(const std::string& key, std::uint64_t version, node_id holder);
+
+  /// The key's copy target comes down to the copies it has (an owner
+  /// evicted one on purpose: repair must not put it back).
+  void settle_copies(const std::string& key);
+
+  /// Calls `f(key, entry)` for every committed version, expired or not,
+  /// in key order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (auto& [key, entry] : objects_) f(key, entry);
+  }
 
   /// Whether `version` of `key` is a put pending on `holder`.
   bool pending_on(const std::string& key, std::uint64_t version, node_id holder) const;

@@ -168,7 +168,10 @@ void drop_holder(self_ptr self, node_id holder, const char* why) {
     st.journal->object_removed(key);
     key_gone(self, key);
   }
-  for (auto& key : kept) st.journal->object_committed(key, *st.dir.find_any(key));
+  for (auto& key : kept) {
+    st.journal->object_committed(key, *st.dir.find_any(key));
+    repair_check(self, key);
+  }
   if (!keys.empty()) {
     st.ep->log()->info("dropped {} objects of owner {}: {}", keys.size(), holder.to_string(), why);
   }
@@ -195,6 +198,12 @@ wire::cluster_status_reply status_of(master_state& st) {
   wire::cluster_status_reply out;
   out.master = st.ep->me().id;
   out.object_count = st.dir.object_count();
+  out.repair.under_replicated = st.repair.under_replicated();
+  out.repair.without_live_copy = st.repair.stranded_count();
+  out.repair.copies_in_flight = st.repair.in_flight_count();
+  out.repair.copies_made = st.repair.copies_made();
+  out.repair.bytes_copied = st.repair.bytes_copied();
+  out.repair.copies_failed = st.repair.copies_failed();
   auto now = st.ep->now();
   for (auto& [id, m] : st.members.all()) {
     auto usage = st.dir.usage_of(id);
@@ -406,6 +415,7 @@ void on_tick(self_ptr self) {
   for (auto id : down) st.registry.drop_owner(id);
   pins_changed(self, st.pins.prune(st.wall_ms()));
   mq_tick(self);
+  repair_tick(self);
   for (auto& [key, version] : st.dir.expired(expire_batch)) {
     if (st.expiring.insert(key).second) expire_key(self, key, version);
   }
@@ -418,7 +428,9 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   auto& st = self->state;
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
+  st.repair = master::repair_queue{{st.cfg.repair_concurrency, st.cfg.repair_rate_bytes}};
   st.on_forgotten = std::move(deps.on_forgotten);
+  st.on_repair = std::move(deps.on_repair);
   st.wall_ms = std::move(deps.wall_ms);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
                 [self](clock_duration d) { self->delayed_send(self, d, sweep_atom::value); },

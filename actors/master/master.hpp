@@ -38,6 +38,9 @@ struct master_deps {
   /// lost by its last holder — (the simulator's checker listens); may be
   /// empty.
   std::function<void(const std::string& key)> on_forgotten = {};
+  /// Told of every repair copy that ended: made or not (the simulator
+  /// counts them); may be empty.
+  std::function<void(bool made)> on_repair = {};
   /// A planted bug, for the simulator's tests of its own checks only
   /// (mq_groups::plant_forget_acks_on_move).
   bool plant_mq_forget_acks_on_move = false;

@@ -154,7 +154,8 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
     extra.push_back(wire::replica{*next, st.members.find(*next)->address});
   }
   auto expires = ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace);
-  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition, p.ttl_ms);
+  auto version = st.dir.begin_put(p.key, p.size, *chosen, expires, p.condition, p.ttl_ms,
+                                  std::min(asked, master::max_copies));
   st.journal->versions_used(st.dir.next_version());
   changed(self);
   auto* m = st.members.find(*chosen);
@@ -172,8 +173,14 @@ void apply_commit(self_ptr self, const request_context& ctx, const wire::commit&
   }
   bool current = !(outcome->stale && outcome->stale->version == c.version);
   if (current) {
-    st.journal->object_committed(c.key, *st.dir.find_any(c.key));
+    auto* entry = st.dir.find_any(c.key);
+    st.journal->object_committed(c.key, *entry);
     changed(self);
+    // Its owner makes the other copies by the put's deadline; any missing
+    // then are repair's.
+    if (entry->copies > 1) {
+      repair_after_put(self, c.key, ctx.deadline + std::chrono::duration_cast<clock_duration>(pending_grace));
+    }
   }
   if (outcome->stale) tell_drop(self, *outcome->stale);
   for (auto& s : outcome->stale_replicas) tell_drop(self, s);
@@ -322,6 +329,8 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
     forgotten(self, e.key);
     changed(self);
   } else if (outcome == master::evicted_copy::replica) {
+    // Evicted on purpose, to make room: repair does not put it back.
+    st.dir.settle_copies(e.key);
     st.journal->object_committed(e.key, *st.dir.find_any(e.key));
     changed(self);
   }
@@ -402,6 +411,7 @@ void on_inventory(self_ptr self, const request_context& ctx, const wire::invento
       forgotten(self, l.key);
     } else if (outcome == master::evicted_copy::replica) {
       st.journal->object_committed(l.key, *st.dir.find_any(l.key));
+      repair_check(self, l.key);
     }
   }
   if (!lost.empty()) {
@@ -427,7 +437,10 @@ void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_r
     st.journal->object_committed(r.key, *st.dir.find_any(r.key));
     changed(self);
   }
-  answer(self, ctx, wire::add_replica_reply{added});
+  // Registered already (an answer before was lost): the copy stays.
+  auto* entry = st.dir.find_any(r.key);
+  bool listed = entry != nullptr && entry->version == r.version && entry->held_by(ctx.source);
+  answer(self, ctx, wire::add_replica_reply{added || listed});
 }
 
 }  // namespace sluice::master_detail

@@ -21,6 +21,7 @@
 #include "actors/master/persistence.hpp"
 #include "actors/master/pins.hpp"
 #include "actors/master/registry.hpp"
+#include "actors/master/repair.hpp"
 #include "runtime/rng.hpp"
 
 namespace sluice::master_detail {
@@ -90,6 +91,7 @@ struct master_state {
   /// Wall time in ms since the Unix epoch (TTLs are kept in it).
   std::function<std::int64_t()> wall_ms;
   std::function<void(const std::string&)> on_forgotten;
+  std::function<void(bool)> on_repair;
   /// Expired keys being taken out (waiting for their holders).
   std::set<std::string> expiring;
   /// Work waiting for an owner's lease to run out, by id.
@@ -116,6 +118,13 @@ struct master_state {
   std::string mq_sweep_after;
   std::int64_t mq_swept_ms = 0;
   std::map<std::string, std::int64_t, std::less<>> mq_orphan_suspects;
+  // Repair (master_repair.cpp): the keys short of copies, the owners
+  // whose copies no longer count as of the last full count, and the puts
+  // with copies to look at once their own copies had time to be made.
+  master::repair_queue repair;
+  std::set<node_id> repair_lost;
+  bool repair_count_due = true;
+  std::deque<std::pair<clock_time, std::string>> repair_checks;
   static inline const char* name = "sluice.master";
 };
 
@@ -162,6 +171,22 @@ void pins_changed(self_ptr self, const std::vector<std::string>& keys);
 void on_pin(self_ptr self, const request_context& ctx, const wire::pin& p, bool settled = false);
 void on_inventory(self_ptr self, const request_context& ctx, const wire::inventory& inv);
 void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_replica& r);
+
+// --- repair (master_repair.cpp) ---
+
+/// Puts whose copies are looked at after their deadline, at most; beyond
+/// it the next tick counts every object instead.
+inline constexpr std::size_t repair_checks_max = 65536;
+
+/// Counts, queues and starts repair copies: run on every tick.
+void repair_tick(self_ptr self);
+/// `key`'s copies may have changed: counted again, queued or dropped.
+void repair_check(self_ptr self, const std::string& key);
+/// Every object is counted again on the next tick.
+void repair_recount(self_ptr self);
+/// A put of `key` with more than one copy committed; its own copies are
+/// made by `deadline`, and then it is looked at.
+void repair_after_put(self_ptr self, const std::string& key, clock_time deadline);
 
 // --- MQ (master_mq.cpp) ---
 

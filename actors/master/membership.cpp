@@ -21,6 +21,7 @@ bool membership::join(node_id id, std::string name, std::string address,
   m.evicts = evicts;
   m.last_heartbeat = now;
   m.down_reason.clear();
+  m.left = false;
   return true;
 }
 
@@ -47,7 +48,11 @@ bool membership::heartbeat(node_id id, std::uint64_t used_bytes, std::uint64_t o
   return true;
 }
 
-bool membership::leave(node_id id) { return mark_down(id, "left"); }
+bool membership::leave(node_id id) {
+  if (!mark_down(id, "left")) return false;
+  members_.at(id).left = true;
+  return true;
+}
 
 bool membership::mark_down(node_id id, std::string reason) {
   auto it = members_.find(id);

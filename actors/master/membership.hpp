@@ -38,6 +38,9 @@ struct member {
   std::uint64_t under_replicated_puts = 0;
   clock_time last_heartbeat;
   std::string down_reason;
+  /// Down because it said it was stopping (wire::leave), not because it
+  /// went silent: its copies stop counting at once (repair).
+  bool left = false;
   /// How the owner reaches other owners, as last reported (not persisted).
   std::vector<wire::link_state> links;
 };

@@ -101,9 +101,11 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
     e.version = r.u64();
     e.size = r.u64();
     e.holder = node_id{r.u64()};
-    if (!r.rest.empty()) e.expires_ms = static_cast<std::int64_t>(r.u64());
-    while (r.ok && !r.rest.empty()) e.replicas.push_back(node_id{r.u64()});
-    if (!r.ok || !r.rest.empty() || e.version == 0) {
+    // The copy target, when above 1, is the one field of 4 bytes: last.
+    if (r.rest.size() >= 8) e.expires_ms = static_cast<std::int64_t>(r.u64());
+    while (r.ok && r.rest.size() >= 8) e.replicas.push_back(node_id{r.u64()});
+    if (r.ok && r.rest.size() == 4) e.copies = r.u32();
+    if (!r.ok || !r.rest.empty() || e.version == 0 || e.copies == 0 || e.copies > max_copies) {
       bad = corrupt(key, "not an object");
       return;
     }
@@ -206,8 +208,11 @@ void persistence::object_committed(const std::string& key, const object_entry& e
   put_u64(scratch_, entry.version);
   put_u64(scratch_, entry.size);
   put_u64(scratch_, entry.holder.value);
-  if (entry.expires_ms != 0 || !entry.replicas.empty()) put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  if (entry.expires_ms != 0 || !entry.replicas.empty() || entry.copies > 1) {
+    put_u64(scratch_, static_cast<std::uint64_t>(entry.expires_ms));
+  }
   for (auto r : entry.replicas) put_u64(scratch_, r.value);
+  if (entry.copies > 1) put_u32(scratch_, entry.copies);
   auto value = scratch_;
   scratch_.assign(object_prefix);
   scratch_ += key;

@@ -5,6 +5,7 @@
 //
 // Records (little-endian integers):
 //   o/<key>   version u64, size u64, holder u64[, expires_ms u64 (wall ms, 0: never)[, replica u64...]]
+//             [, copies u32: the copy target, written when above 1]
 //   m/<id>    incarnation u64, capacity u64, name length u32, name, address
 //   v         version floor u64: no version below it is handed out again
 //   p/<key>   the key's pins: (owner u64, session u64, until_ms u64) each

@@ -71,6 +71,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
           [&](wire::fetch& f) { serve_fetch(self, ctx, f); },
           [&](wire::fetch_range& f) { serve_fetch_range(self, ctx, f); },
           [&](wire::store& s) { serve_store(self, ctx, s, std::move(msg.payload)); },
+          [&](wire::repair_copy& r) { serve_repair_copy(self, ctx, r); },
           [&](wire::drop& d) {
             st.index->erase_version(d.key, d.version);
             st.store->drop(d.key, d.version);

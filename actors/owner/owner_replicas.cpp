@@ -2,7 +2,9 @@
 // The owner that placed the put makes them once the holder committed:
 // each copy is stored like any value and then registered with the master
 // as one more holder, which makes it readable (and failure-proof) only
-// while that version is still the key's current one.
+// while that version is still the key's current one. Repair makes copies
+// the same way, except that the new holder reads the value itself, from
+// the holders the master names (serve_repair_copy).
 //
 // Invariants (asserted):
 //   1. copy_to_replicas is asked for at least one copy, and its `done`
@@ -53,6 +55,11 @@ void store_replica(self_ptr self, const std::string& key, std::uint64_t version,
     });
   }
   if (!stored) return done(stored.error());
+  register_replica(self, key, version, size, deadline, std::move(done));
+}
+
+void register_replica(self_ptr self, const std::string& key, std::uint64_t version, std::uint64_t size,
+                      clock_time deadline, std::function<void(result<void>)> done) {
   ask_master(self, wire::add_replica{key, version}, deadline,
              [self, key, version, size, done](result<wire::message> reply) {
                auto& st = self->state;
@@ -70,6 +77,26 @@ void store_replica(self_ptr self, const std::string& key, std::uint64_t version,
                if (added) return done(error{errc::aborted, "the key changed before the copy was registered"});
                done(std::move(added).error());
              });
+}
+
+void serve_repair_copy(self_ptr self, const request_context& ctx, const wire::repair_copy& r) {
+  auto& st = self->state;
+  if (!st.master_link || ctx.link != *st.master_link) {
+    return st.ep->reply_error(ctx, error{errc::invalid_argument, "repair copies are the master's to ask for"});
+  }
+  auto done = [self, ctx](result<void> ok) {
+    if (!ok) return self->state.ep->reply_error(ctx, ok.error());
+    self->state.ep->reply(ctx, wire::ok_reply{});
+  };
+  if (auto held = st.store->get(r.key, r.version)) {
+    // A copy the master does not list yet (its registration was lost).
+    return register_replica(self, r.key, r.version, held->size(), ctx.deadline, done);
+  }
+  fetch_from_holders(self, r.holders, r.key, r.version, r.size, ctx.deadline,
+                     [self, key = r.key, version = r.version, deadline = ctx.deadline, done](result<fetched_value> got) {
+                       if (!got) return done(std::move(got).error());
+                       store_replica(self, key, version, std::move(got->bytes), deadline, done);
+                     });
 }
 
 }  // namespace sluice::owner_detail

@@ -286,6 +286,12 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
 /// first error.
 void fetch_value(self_ptr self, const wire::replica& from, const std::string& key, std::uint64_t version,
                  std::uint64_t size, clock_time deadline, std::function<void(result<fetched_value>)> done);
+/// The same from the first of `holders` that answers: a holder that fails
+/// (link error, timeout, overloaded) gives way to the next, within
+/// `deadline`. `unavailable` when there are none.
+void fetch_from_holders(self_ptr self, std::vector<wire::replica> holders, const std::string& key,
+                        std::uint64_t version, std::uint64_t size, clock_time deadline,
+                        std::function<void(result<fetched_value>)> done);
 /// Answers another owner's fetch / fetch_range from the bytes held here;
 /// the reply's payload is those bytes where they lie.
 void serve_fetch(self_ptr self, const request_context& ctx, const wire::fetch& f);
@@ -346,6 +352,13 @@ void copy_to_replicas(self_ptr self, const std::string& key, std::uint64_t versi
 /// again when the master answers that the key moved on.
 void store_replica(self_ptr self, const std::string& key, std::uint64_t version, shared_bytes value,
                    clock_time deadline, std::function<void(result<void>)> done, bool made_room = false);
+/// Registers the copy of `version` of `key` stored here with the master;
+/// frees it when refused (the key moved on).
+void register_replica(self_ptr self, const std::string& key, std::uint64_t version, std::uint64_t size,
+                      clock_time deadline, std::function<void(result<void>)> done);
+/// The master's repair_copy: reads the version from its holders, stores
+/// it here and registers it; answered ok once registered.
+void serve_repair_copy(self_ptr self, const request_context& ctx, const wire::repair_copy& r);
 
 // --- commits of the fast path and slots (owner_commits.cpp) ---
 

@@ -209,38 +209,49 @@ bool holder_failed(errc code) {
   }
 }
 
-/// A get's read of a version this owner does not hold: from the holders
-/// in turn, each one that fails giving way to the next, all within the
-/// get's deadline.
+/// A read of a version this owner does not hold, from the holders in
+/// turn, each one that fails giving way to the next, all within one
+/// deadline.
 struct remote_read {
-  request_context ctx;
   std::string key;
   std::uint64_t version = 0;
   std::uint64_t size = 0;
+  clock_time deadline;
   std::vector<wire::replica> holders;  // not this owner; tried in order
   std::size_t next = 0;                // the holder to try next
-  std::function<void(const error&)> retry;  // the key changed: look it up again
+  std::function<void(result<fetched_value>)> done;
 };
 
 void read_from_next(self_ptr self, std::shared_ptr<remote_read> r) {
   SLUICE_ASSERT(r->next < r->holders.size());
   auto& from = r->holders[r->next++];
-  fetch_value(self, from, r->key, r->version, r->size, r->ctx.deadline, [self, r](result<fetched_value> fetched) {
+  fetch_value(self, from, r->key, r->version, r->size, r->deadline, [self, r](result<fetched_value> fetched) {
     auto& st = self->state;
-    if (!fetched && fetched.code() == errc::not_found) return r->retry(fetched.error());
-    if (!fetched && holder_failed(fetched.code()) && r->next < r->holders.size() &&
-        st.ep->now() < r->ctx.deadline) {
-      st.ep->log()->debug("get {}: holder {} failed ({}); reading another copy", r->key,
+    if (!fetched && holder_failed(fetched.code()) && r->next < r->holders.size() && st.ep->now() < r->deadline) {
+      st.ep->log()->debug("read of {}: holder {} failed ({}); reading another copy", r->key,
                           r->holders[r->next - 1].owner.to_string(), fetched.error().to_string());
       return read_from_next(self, r);
     }
-    if (!fetched) return st.ep->reply_error(r->ctx, fetched.error());
-    st.ep->reply(r->ctx, wire::kv_get_reply{r->version}, fetched->bytes);
-    keep_copy(self, r->key, r->version, *fetched, r->ctx.deadline);
+    auto done = std::move(r->done);
+    done(std::move(fetched));
   });
 }
 
 }  // namespace
+
+void fetch_from_holders(self_ptr self, std::vector<wire::replica> holders, const std::string& key,
+                        std::uint64_t version, std::uint64_t size, clock_time deadline,
+                        std::function<void(result<fetched_value>)> done) {
+  if (holders.empty()) return done(error{errc::unavailable, "no holder of " + key + " is up"});
+  auto r = std::make_shared<remote_read>();
+  r->key = key;
+  r->version = version;
+  r->size = size;
+  r->deadline = deadline;
+  r->holders = std::move(holders);
+  r->done = std::move(done);
+  read_from_next(self, std::move(r));
+}
 
 void serve_get(self_ptr self, const request_context& ctx, std::string key, int attempt) {
   SLUICE_ASSERT(attempt >= 0);
@@ -264,14 +275,15 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
       return retry_or(error{errc::not_found, "the key changed while it was read"});
     }
     if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
-    auto r = std::make_shared<remote_read>();
-    r->ctx = ctx;
-    r->key = key;
-    r->version = where->version;
-    r->size = where->size;
-    r->holders = std::move(where->replicas);
-    r->retry = std::move(retry_or);
-    read_from_next(self, std::move(r));
+    auto version = where->version;
+    fetch_from_holders(self, std::move(where->replicas), key, version, where->size, ctx.deadline,
+                       [self, ctx, key, version, retry_or](result<fetched_value> fetched) {
+                         auto& st = self->state;
+                         if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
+                         if (!fetched) return st.ep->reply_error(ctx, fetched.error());
+                         st.ep->reply(ctx, wire::kv_get_reply{version}, fetched->bytes);
+                         keep_copy(self, key, version, *fetched, ctx.deadline);
+                       });
   });
 }
 

@@ -66,6 +66,9 @@ std::string summary(const sim::run_report& r) {
   if (r.rdma_reads + r.rdma_reads_failed > 0) {
     rpc += fmt::format(", rdma reads {} ok/{} failed", r.rdma_reads, r.rdma_reads_failed);
   }
+  if (r.repair_copies + r.repair_copies_failed > 0) {
+    rpc += fmt::format(", repair copies {} made/{} failed", r.repair_copies, r.repair_copies_failed);
+  }
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
                      "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted){}, "
                      "trace {:016x}",
@@ -137,6 +140,9 @@ struct sweep_tally {
   std::uint64_t mq_delivered = 0;
   std::uint64_t mq_redelivered = 0;
   std::uint64_t mq_acked = 0;
+  std::uint64_t repair_copies = 0;
+  std::uint64_t repair_copies_failed = 0;
+  std::uint64_t repair_seeds = 0;  ///< seeds in which repair made a copy
 
   double speedup() const { return real_s > 0 ? simulated_s / real_s : 0.0; }
 };
@@ -163,6 +169,11 @@ void print_sweep_summary(const sweep_tally& t) {
   if (t.mq_produced + t.mq_delivered > 0) {
     std::cout << fmt::format("mq: {} messages produced, {} delivered ({} redelivered), {} acked, in all",
                              t.mq_produced, t.mq_delivered, t.mq_redelivered, t.mq_acked)
+              << "\n";
+  }
+  if (t.repair_copies + t.repair_copies_failed > 0) {
+    std::cout << fmt::format("repair: {} copies made ({} failed) in {} seeds", t.repair_copies,
+                             t.repair_copies_failed, t.repair_seeds)
               << "\n";
   }
 }
@@ -198,6 +209,9 @@ int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fa
     tally.mq_delivered += report.mq_delivered;
     tally.mq_redelivered += report.mq_redelivered;
     tally.mq_acked += report.mq_acked;
+    tally.repair_copies += report.repair_copies;
+    tally.repair_copies_failed += report.repair_copies_failed;
+    tally.repair_seeds += report.repair_copies > 0 ? 1 : 0;
     if (total == 1) print_single(f, report);
     if (!report.passed()) {
       tally.failed.push_back(options);

@@ -67,7 +67,14 @@ void print_json(const cluster_status& s) {
                        {"since_heartbeat_us", m.since_heartbeat.count()},
                        {"links", links_json(m)}});
   }
-  nlohmann::json out = {{"master", s.master_id}, {"objects", s.object_count}, {"members", members}};
+  nlohmann::json repair = {{"under_replicated", s.repair.under_replicated},
+                           {"without_live_copy", s.repair.without_live_copy},
+                           {"copies_in_flight", s.repair.copies_in_flight},
+                           {"copies_made", s.repair.copies_made},
+                           {"bytes_copied", s.repair.bytes_copied},
+                           {"copies_failed", s.repair.copies_failed}};
+  nlohmann::json out = {
+      {"master", s.master_id}, {"objects", s.object_count}, {"members", members}, {"repair", repair}};
   std::cout << out.dump(2) << "\n";
 }
 
@@ -124,6 +131,13 @@ void print_table(const cluster_status& s) {
                 format_size(m.capacity_bytes).c_str(), static_cast<unsigned long long>(m.evictions),
                 m.home_slots, age(m.since_heartbeat).c_str());
   }
+  auto& r = s.repair;
+  std::printf("\nrepair: %llu under-replicated (%llu without a live copy), %llu in flight, "
+              "%llu copies made (%s), %llu failed\n",
+              static_cast<unsigned long long>(r.under_replicated + r.without_live_copy),
+              static_cast<unsigned long long>(r.without_live_copy), static_cast<unsigned long long>(r.copies_in_flight),
+              static_cast<unsigned long long>(r.copies_made), format_size(r.bytes_copied).c_str(),
+              static_cast<unsigned long long>(r.copies_failed));
   print_links(s);
   std::fflush(stdout);
 }

@@ -11,6 +11,7 @@ result<cluster_status> to_status(result<wire::message>& reply) {
   cluster_status out;
   out.master_id = body->master.to_string();
   out.object_count = body->object_count;
+  out.repair = body->repair;
   for (auto& m : body->members) {
     member_info info;
     info.id = m.id.to_string();

@@ -310,10 +310,19 @@ the GIL while it waits. Usable as a context manager, which closes it.
         out["master_id"] = st.master_id;
         out["object_count"] = st.object_count;
         out["members"] = members;
+        py::dict repair;
+        repair["under_replicated"] = st.repair.under_replicated;
+        repair["without_live_copy"] = st.repair.without_live_copy;
+        repair["copies_in_flight"] = st.repair.copies_in_flight;
+        repair["copies_made"] = st.repair.copies_made;
+        repair["bytes_copied"] = st.repair.bytes_copied;
+        repair["copies_failed"] = st.repair.copies_failed;
+        out["repair"] = repair;
         return out;
       },
       py::kw_only(), py::arg("timeout") = py::none(),
-      "The cluster's members as the master knows them: master_id, object_count and members (dicts).");
+      "The cluster as the master knows it: master_id, object_count, members (dicts) and repair (a dict: "
+      "under_replicated, without_live_copy, copies_in_flight, copies_made, bytes_copied, copies_failed).");
 
   client_class.def(
       "_get_async",

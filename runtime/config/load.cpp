@@ -328,6 +328,9 @@ result<std::uint64_t> read_chunk_size(const toml::node& value, const key_ref& ke
 result<std::uint64_t> read_gpu_capacity(const toml::node& value, const key_ref& key) {
   return read_size(value, key, gpu_capacity_bytes_min);
 }
+result<std::int64_t> read_repair_concurrency(const toml::node& value, const key_ref& key) {
+  return read_integer(value, key, 1, repair_concurrency_max);
+}
 result<std::int64_t> read_window(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, 1, transfer_window_max);
 }
@@ -389,6 +392,10 @@ constexpr key_spec master_keys[] = {
     {"data_dir", store<&node_config::master, &master_section::data_dir, read_string>},
     {"fsync", store<&node_config::master, &master_section::fsync, read_bool>},
     {"mq_orphan_grace", store<&node_config::master, &master_section::mq_orphan_grace, read_duration>},
+    {"repair_after", store<&node_config::master, &master_section::repair_after, read_duration>},
+    {"repair_rate", store<&node_config::master, &master_section::repair_rate_bytes, read_nonzero_size>},
+    {"repair_concurrency",
+     store<&node_config::master, &master_section::repair_concurrency, read_repair_concurrency>},
 };
 constexpr key_spec owner_keys[] = {
     {"master", store<&node_config::owner, &owner_section::master, read_string>},

@@ -70,7 +70,20 @@ struct master_section {
   /// producer died between writing it and appending the message) is
   /// freed once seen unnamed for this long.
   microseconds mq_orphan_grace{900'000'000};
+  /// Repair (docs/concepts.md): a copy on an owner that has been down
+  /// this long no longer counts, and the objects below their copy target
+  /// get new copies. An owner that left, or came back without what it
+  /// held, counts at once.
+  microseconds repair_after{30'000'000};
+  /// Bytes per second repair copies, all together (bursts of up to one
+  /// second's worth).
+  std::uint64_t repair_rate_bytes = 256ULL << 20;
+  /// Repair copies in flight at once, at most.
+  std::uint32_t repair_concurrency = 4;
 };
+
+/// The most repair copies [master] repair_concurrency allows in flight.
+inline constexpr std::uint32_t repair_concurrency_max = 256;
 
 /// How an owner's pool pages get their memory.
 enum class prefault_policy : std::uint8_t {

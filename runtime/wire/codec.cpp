@@ -77,7 +77,8 @@ result<body> read_body(s::Envelope::Body::Reader b) {
     case W::OWNER_COMMITS:
     case W::OWNER_COMMITS_REPLY:
     case W::BARRIER:
-    case W::FLUSHED: return read_directory(b);
+    case W::FLUSHED:
+    case W::REPAIR_COPY: return read_directory(b);
     case W::KV_PUT:
     case W::KV_PUT_REPLY:
     case W::KV_PUT_COPIES:
@@ -370,7 +371,7 @@ std::string_view body_name(const body& b) noexcept {
       "kv_reserve", "kv_reserve_reply", "kv_commit", "kv_abort",
       "invalidate", "commit_reply", "list_keys", "list_keys_reply", "count_keys", "count_keys_reply", "evict", "evict_reply", "pin", "pin_reply", "unpin", "unpin_reply", "add_replica", "add_replica_reply", "inventory", "inventory_reply",
       "claim", "claim_reply", "owner_commits", "owner_commits_reply", "barrier", "flushed",
-      "fetch_range", "rpc", "rdma_connect", "rdma_connect_reply", "rdma_lease", "rdma_release", "mq"};
+      "fetch_range", "rpc", "rdma_connect", "rdma_connect_reply", "rdma_lease", "rdma_release", "mq", "repair_copy"};
   static_assert(std::size(names) == std::variant_size_v<body>);
   if (auto* r = std::get_if<rpc>(&b)) return rpc_body_name(r->body);
   if (auto* m = std::get_if<mq>(&b)) return mq_body_name(m->body);

@@ -26,6 +26,15 @@ replica read_replica(s::Replica::Reader r) {
 
 // --- encoding ---------------------------------------------------------------
 
+void write_member(s::Envelope::Body::Builder b, const repair_copy& x) {
+  auto r = b.initRepairCopy();
+  r.setKey(as_data(x.key));
+  r.setVersion(x.version);
+  r.setSize(x.size);
+  auto holders = r.initHolders(static_cast<unsigned>(x.holders.size()));
+  for (unsigned i = 0; i < x.holders.size(); ++i) set_replica(holders[i], x.holders[i]);
+}
+
 void write_member(s::Envelope::Body::Builder b, const place& x) {
   auto p = b.initPlace();
   p.setKey(as_data(x.key));
@@ -247,6 +256,12 @@ result<body> read_directory(s::Envelope::Body::Reader b) {
     }
     case W::BARRIER: return body{barrier{}};
     case W::FLUSHED: return body{flushed{b.getFlushed()}};
+    case W::REPAIR_COPY: {
+      auto r = b.getRepairCopy();
+      repair_copy out{from_data(r.getKey()), r.getVersion(), r.getSize(), {}};
+      for (auto h : r.getHolders()) out.holders.push_back(read_replica(h));
+      return body{std::move(out)};
+    }
     default: break;
   }
   // read_body hands this function its own members only.

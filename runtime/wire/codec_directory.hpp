@@ -33,6 +33,7 @@ void write_member(schema::Envelope::Body::Builder b, const owner_commits& x);
 void write_member(schema::Envelope::Body::Builder b, const owner_commits_reply& x);
 void write_member(schema::Envelope::Body::Builder b, const barrier& x);
 void write_member(schema::Envelope::Body::Builder b, const flushed& x);
+void write_member(schema::Envelope::Body::Builder b, const repair_copy& x);
 /// REQUIRES: `b` holds one of the members written above (read_body
 /// in codec.cpp sends it no other).
 result<body> read_directory(schema::Envelope::Body::Reader b);

@@ -40,6 +40,13 @@ std::vector<link_state> read_links(capnp::List<s::LinkState>::Reader list) {
 void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& x) {
   b.setMaster(x.master.value);
   b.setObjectCount(x.object_count);
+  auto repair = b.initRepair();
+  repair.setUnderReplicated(x.repair.under_replicated);
+  repair.setWithoutLiveCopy(x.repair.without_live_copy);
+  repair.setCopiesInFlight(x.repair.copies_in_flight);
+  repair.setCopiesMade(x.repair.copies_made);
+  repair.setBytesCopied(x.repair.bytes_copied);
+  repair.setCopiesFailed(x.repair.copies_failed);
   auto list = b.initMembers(static_cast<unsigned>(x.members.size()));
   for (unsigned i = 0; i < x.members.size(); ++i) {
     const auto& m = x.members[i];
@@ -67,6 +74,11 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
   cluster_status_reply out;
   out.master = node_id{r.getMaster()};
   out.object_count = r.getObjectCount();
+  if (r.hasRepair()) {
+    auto repair = r.getRepair();
+    out.repair = {repair.getUnderReplicated(), repair.getWithoutLiveCopy(), repair.getCopiesInFlight(),
+                  repair.getCopiesMade(), repair.getBytesCopied(), repair.getCopiesFailed()};
+  }
   for (auto m : r.getMembers()) {
     member_status x;
     x.id = node_id{m.getId()};

@@ -498,6 +498,16 @@ struct add_replica_reply {
   bool added = false;  ///< false: the key moved on; free the copy
 };
 
+/// Master → an owner (repair): make a copy of `version` of `key` here,
+/// read from `holders` in turn, and register it with add_replica;
+/// answered ok_reply once it is registered.
+struct repair_copy {
+  std::string key;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  std::vector<replica> holders;
+};
+
 // --- reconciliation (owner -> master, after each registration) -------------
 
 /// One page of what an owner holds, in key order: the versions of the keys
@@ -821,6 +831,7 @@ struct cluster_status_reply {
   node_id master;
   std::uint64_t object_count = 0;
   std::vector<member_status> members;
+  sluice::repair_status repair{};
 };
 
 // --- the envelope ----------------------------------------------------------
@@ -839,7 +850,7 @@ using body = std::variant<hello, error_reply, ok_reply,
                           unpin, unpin_reply, add_replica, add_replica_reply, inventory,
                           inventory_reply, claim, claim_reply, owner_commits, owner_commits_reply,
                           barrier, flushed, fetch_range, rpc, rdma_connect,
-                          rdma_connect_reply, rdma_lease, rdma_release, mq>;
+                          rdma_connect_reply, rdma_lease, rdma_release, mq, repair_copy>;
 
 struct envelope {
   /// Chosen by the sender; non-zero when the sender expects one reply.

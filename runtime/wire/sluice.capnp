@@ -84,6 +84,7 @@ struct Envelope {
     rdmaRelease @69 :UInt64;         # reader -> holder: the lease is done with
     mq @70 :Mq;                      # message queues: topics, producing, consumer groups (docs/wire-format.md, 6.3)
     kvPutCopies @71 :KvPutCopies;    # reply to a kvPut or kvCommit that asked for more than one copy
+    repairCopy @72 :RepairCopy;      # master -> owner: copy a version from its holders and register the copy
   }
 
   # Owner -> master: this message follows the owner's commits through this
@@ -409,6 +410,26 @@ struct ClusterStatusReply {
   master @0 :UInt64;
   objectCount @1 :UInt64;
   members @2 :List(MemberStatus);
+  repair @3 :RepairStatus;
+}
+
+# Objects below their copy target and the copies made to restore them.
+struct RepairStatus {
+  underReplicated @0 :UInt64;
+  withoutLiveCopy @1 :UInt64;
+  copiesInFlight @2 :UInt64;
+  copiesMade @3 :UInt64;
+  bytesCopied @4 :UInt64;
+  copiesFailed @5 :UInt64;
+}
+
+# Repair: make a copy of a version here, reading it from its holders in
+# turn, and register it (addReplica). Answered `ok` once registered.
+struct RepairCopy {
+  key @0 :Data;
+  version @1 :UInt64;
+  size @2 :UInt64;
+  holders @3 :List(Replica);
 }
 
 # Named handlers (docs/rpc.md). Every RPC message is a member of this one

@@ -86,9 +86,9 @@ TEST_CASE("replication: a read fails over to the next copy when its first holder
   auto master_config = write_config("[master]\nheartbeat_timeout = \"60s\"\n");
   auto owner_config = write_config("[owner]\ntransfer_piece_timeout = \"300ms\"\ncache_remote = false\n");
   auto master = start_node({"master", "--config", master_config, "--listen", "127.0.0.1:0"});
-  auto owner_a = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
-  auto owner_b = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
-  auto owner_c = start_node({"owner", "--config", owner_config, "--master", master.address, "--listen", "127.0.0.1:0"});
+  auto owner_a = start_owner(master, owner_config);
+  auto owner_b = start_owner(master, owner_config);
+  auto owner_c = start_owner(master, owner_config);
   auto a = connect(owner_a.address);
   auto c = connect(owner_c.address);
   await_status(*a, [](const sluice::cluster_status& s) { return count_up(s) == 3; });

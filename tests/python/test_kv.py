@@ -221,3 +221,15 @@ def test_the_gil_is_released_while_a_call_waits(make_owner):
     # switch interval at most; released, it runs at about its own pace.
     assert during > 0.2 * alone * waited, (during, alone)
     c.close()
+
+
+def test_status_reports_members_and_repair(client):
+    s = client.status()
+    assert s["object_count"] >= 0
+    assert any(m["up"] and m["role"] == "owner" for m in s["members"])
+    repair = s["repair"]
+    assert set(repair) == {"under_replicated", "without_live_copy", "copies_in_flight", "copies_made",
+                           "bytes_copied", "copies_failed"}
+    # One owner, nothing ever lost: nothing to repair.
+    assert all(isinstance(v, int) for v in repair.values())
+    assert repair["under_replicated"] == 0 and repair["copies_made"] == 0

@@ -59,6 +59,14 @@ inline std::string write_config(const std::string& text) {
   return path;
 }
 
+/// An owner of `master` on a free loopback port, with the config file
+/// `config` (none when empty).
+inline node_proc start_owner(const node_proc& master, const std::string& config = {}) {
+  std::vector<std::string> args{"owner", "--master", master.address, "--listen", "127.0.0.1:0"};
+  if (!config.empty()) args.insert(args.end(), {"--config", config});
+  return start_node(std::move(args));
+}
+
 inline std::unique_ptr<client> connect(const std::string& address) {
   auto c = client::connect(address);
   REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));

@@ -62,10 +62,27 @@ struct member_info : member_usage {
   std::vector<link_info> links;
 };
 
+/// Objects with fewer copies than their puts asked for, and the copies
+/// the master has made to restore them (docs/concepts.md, "Repair").
+struct repair_status {
+  /// Objects below their copy target that have a live copy to copy from,
+  /// as the master last counted (waiting or being copied).
+  std::uint64_t under_replicated = 0;
+  /// Objects below their copy target whose every copy is on owners
+  /// counted lost: nothing to copy from until one comes back.
+  std::uint64_t without_live_copy = 0;
+  std::uint64_t copies_in_flight = 0;
+  /// Since the master started.
+  std::uint64_t copies_made = 0;
+  std::uint64_t bytes_copied = 0;
+  std::uint64_t copies_failed = 0;
+};
+
 struct cluster_status {
   std::string master_id;
   std::uint64_t object_count = 0;
   std::vector<member_info> members;
+  repair_status repair{};
 };
 
 }  // namespace sluice

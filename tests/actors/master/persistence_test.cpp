@@ -187,6 +187,65 @@ TEST_CASE("persistence: replicas are kept with their object") {
   CHECK(d.usage_of(b).objects == 1);
 }
 
+TEST_CASE("persistence: an object's copy target is kept, and records written before it existed still read") {
+  sluice::memory_durable_store store;
+  const node_id c{3};
+  {
+    directory d;
+    persistence p{&store};
+    // Three copies asked; one so far, then one more registered.
+    auto v = d.begin_put("three", 7, a, t0 + 1s, {}, 0, 3);
+    REQUIRE(d.commit("three", v, a).ok());
+    p.object_committed("three", *d.find("three"));
+    auto w = d.begin_put("two", 9, a, t0 + 1s, {}, 0, 2);
+    REQUIRE(d.commit("two", w, a).ok());
+    REQUIRE(d.add_replica("two", w, c));
+    p.object_committed("two", *d.find("two"));
+    put(d, p, "one", 5, b);
+    REQUIRE(p.sync().ok());
+  }
+  // A record of the format before copy targets: version, size, holder,
+  // expiry, one replica — its target reads as 1.
+  std::string old;
+  for (std::uint64_t x : {std::uint64_t{90}, std::uint64_t{4}, a.value, std::uint64_t{0}, b.value}) {
+    for (int i = 0; i < 8; ++i) old.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  }
+  REQUIRE(store.put("o/older", old).ok());
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  REQUIRE(p.load(d, members).ok());
+  REQUIRE(d.find("three") != nullptr);
+  CHECK(d.find("three")->copies == 3);
+  CHECK(d.find("three")->replicas.empty());
+  CHECK(d.find("two")->copies == 2);
+  CHECK(d.find("two")->replicas == std::vector<node_id>{c});
+  CHECK(d.find("one")->copies == 1);
+  REQUIRE(d.find("older") != nullptr);
+  CHECK(d.find("older")->copies == 1);
+  CHECK(d.find("older")->replicas == std::vector<node_id>{b});
+  // An eviction on purpose lowers the target to what is left.
+  REQUIRE(d.evict("two", d.find("two")->version, c) == sluice::master::evicted_copy::replica);
+  d.settle_copies("two");
+  CHECK(d.find("two")->copies == 1);
+}
+
+TEST_CASE("persistence: an object record with a copy target of 0 is corrupt") {
+  sluice::memory_durable_store store;
+  std::string bad;
+  for (std::uint64_t x : {std::uint64_t{5}, std::uint64_t{4}, a.value, std::uint64_t{0}}) {
+    for (int i = 0; i < 8; ++i) bad.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+  }
+  bad.append(4, '\0');
+  REQUIRE(store.put("o/k", bad).ok());
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  auto loaded = p.load(d, members);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.error().to_string().find("o/k") != std::string::npos);
+}
+
 TEST_CASE("pins: session pins lapse with their session or owner, detached ones with time or unpin, all survive a restart") {
   using sluice::master::pin_table;
   using sluice::master::pinned_forever;

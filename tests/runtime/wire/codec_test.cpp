@@ -147,7 +147,12 @@ auto fields(const member_status& x) {
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
                   x.home_slots, x.own_commits, x.links, x.under_replicated_puts);
 }
-auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members); }
+auto fields(const sluice::repair_status& x) {
+  return std::tie(x.under_replicated, x.without_live_copy, x.copies_in_flight, x.copies_made, x.bytes_copied,
+                  x.copies_failed);
+}
+auto fields(const cluster_status_reply& x) { return std::tie(x.master, x.object_count, x.members, x.repair); }
+auto fields(const repair_copy& x) { return std::tie(x.key, x.version, x.size, x.holders); }
 auto fields(const envelope& x) {
   return std::tie(x.request_id, x.reply_to, x.source, x.target, x.deadline_us, x.hops, x.after, x.body);
 }
@@ -292,6 +297,7 @@ std::vector<body> sample_mq_bodies() {
 cluster_status_reply large_status(std::size_t members) {
   cluster_status_reply out{node_id{0xa1}, 123456789, {}};
   for (std::size_t i = 0; i < members; ++i) out.members.push_back(sample_member(i));
+  if (members > 0) out.repair = {members, 2, 3, ~std::uint64_t{0}, 1ULL << 40, 5};
   return out;
 }
 
@@ -378,6 +384,8 @@ std::vector<body> sample_bodies() {
       unpin_reply{true},
       add_replica{key_with_nul, max},
       add_replica_reply{true},
+      repair_copy{key_with_nul, max, max, {}},
+      repair_copy{"r", 3, 64 << 20, {{node_id{1}, "10.0.0.1:7000"}, {node_id{max}, ""}}},
       inventory{"", {}, true},
       inventory{key_with_nul, {{"a", 1}, {key_not_utf8, max}}, false},
       inventory_reply{{}},
