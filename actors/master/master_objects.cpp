@@ -434,8 +434,11 @@ void on_add_replica(self_ptr self, const request_context& ctx, const wire::add_r
   }
   bool added = st.dir.add_replica(r.key, r.version, ctx.source);
   if (added) {
-    st.journal->object_committed(r.key, *st.dir.find_any(r.key));
+    auto* now = st.dir.find_any(r.key);
+    st.journal->object_committed(r.key, *now);
     changed(self);
+    // The put made every copy it asked for: nothing left to wait for.
+    if (now->copy_count() >= now->copies) st.repair_settling.erase(r.key);
   }
   // Registered already (an answer before was lost): the copy stays.
   auto* entry = st.dir.find_any(r.key);

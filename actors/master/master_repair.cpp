@@ -63,9 +63,10 @@ bool expired(const master_state& st, const master::object_entry& e) {
   return e.expires_ms != 0 && e.expires_ms <= st.wall_ms();
 }
 
-/// Files `key` where its copies put it: nowhere (enough), stranded or queued.
+/// Files `key` where its copies put it: nowhere (enough), stranded or
+/// queued; a key whose put is still making its copies waits for them.
 void file(master_state& st, const std::string& key, const master::object_entry& e, clock_time now) {
-  if (e.copies <= 1 || expired(st, e)) return st.repair.drop(key);
+  if (e.copies <= 1 || expired(st, e) || st.repair_settling.contains(key)) return st.repair.drop(key);
   auto c = count_copies(st, e, now);
   if (c.counted >= e.copies) return st.repair.drop(key);
   if (c.readable.empty()) return st.repair.stranded(key);
@@ -200,6 +201,8 @@ void repair_after_put(self_ptr self, const std::string& key, clock_time deadline
   auto& st = self->state;
   if (st.repair_checks.size() >= repair_checks_max) return repair_recount(self);
   st.repair_checks.emplace_back(deadline, key);
+  auto& due = st.repair_settling[key];
+  due = std::max(due, deadline);
 }
 
 void repair_tick(self_ptr self) {
@@ -216,6 +219,10 @@ void repair_tick(self_ptr self) {
   while (!st.repair_checks.empty() && st.repair_checks.front().first <= now) {
     auto key = std::move(st.repair_checks.front().second);
     st.repair_checks.pop_front();
+    // A later put of the key made it wait longer: that one's check comes.
+    auto it = st.repair_settling.find(key);
+    if (it == st.repair_settling.end() || it->second > now) continue;
+    st.repair_settling.erase(it);
     repair_check(self, key);
   }
   for (auto& key : st.repair.due(now)) repair_check(self, key);

@@ -125,6 +125,10 @@ struct master_state {
   std::set<node_id> repair_lost;
   bool repair_count_due = true;
   std::deque<std::pair<clock_time, std::string>> repair_checks;
+  /// The keys of repair_checks, with when their put's copies are due:
+  /// until then, or until every copy registered, counts leave them alone
+  /// (their copies are being made).
+  std::map<std::string, clock_time, std::less<>> repair_settling;
   static inline const char* name = "sluice.master";
 };
 
