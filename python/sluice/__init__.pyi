@@ -129,11 +129,25 @@ class Client:
         *,
         ttl: float | None = None,
         replicas: int = 1,
+        min_replicas: int | None = None,
         if_absent: bool = False,
         if_version: int | None = None,
         owner: str | None = None,
         timeout: float | None = None,
     ) -> int: ...
+    def put_with_copies(
+        self,
+        key: str,
+        value: Value,
+        *,
+        ttl: float | None = None,
+        replicas: int = 1,
+        min_replicas: int | None = None,
+        if_absent: bool = False,
+        if_version: int | None = None,
+        owner: str | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, int]: ...
     def get(self, key: str, *, raw: bool = False, timeout: float | None = None) -> Got | None: ...
     def get_into(self, key: str, buffer: Any, *, timeout: float | None = None) -> int: ...
     def exists(self, key: str, *, timeout: float | None = None) -> bool: ...

@@ -36,7 +36,7 @@ auto unlocked(F&& f) {
 
 put_options put_options_of(std::optional<double> ttl, unsigned replicas, bool if_absent,
                            std::optional<std::uint64_t> if_version, std::optional<std::string> owner,
-                           std::optional<double> timeout) {
+                           std::optional<double> timeout, std::optional<unsigned> min_replicas = std::nullopt) {
   put_options o;
   o.timeout = to_timeout(timeout);
   if (ttl) {
@@ -45,6 +45,10 @@ put_options put_options_of(std::optional<double> ttl, unsigned replicas, bool if
   }
   if (replicas < 1 || replicas > 255) raise(errc::invalid_argument, "replicas is 1 to 255");
   o.replicas = replicas;
+  if (min_replicas) {
+    if (*min_replicas < 1 || *min_replicas > replicas) raise(errc::invalid_argument, "min_replicas is 1 to replicas");
+    o.min_replicas = *min_replicas;
+  }
   o.if_absent = if_absent;
   if (if_version) {
     if (*if_version == 0) raise(errc::invalid_argument, "if_version names a committed version, which is never 0");
@@ -111,16 +115,34 @@ the GIL while it waits. Usable as a context manager, which closes it.
       .def(
           "put",
           [](py_client& c, std::string_view key, py::handle value, std::optional<double> ttl, unsigned replicas,
-             bool if_absent, std::optional<std::uint64_t> if_version, std::optional<std::string> owner,
-             std::optional<double> timeout) {
+             std::optional<unsigned> min_replicas, bool if_absent, std::optional<std::uint64_t> if_version,
+             std::optional<std::string> owner, std::optional<double> timeout) {
             auto& cl = c.h->use("put");
-            auto options = put_options_of(ttl, replicas, if_absent, if_version, owner, timeout);
+            auto options = put_options_of(ttl, replicas, if_absent, if_version, owner, timeout, min_replicas);
             auto plan = plan_put(value);
-            return unwrap(unlocked([&] { return run_put(cl, key, *plan, options); }));
+            return unwrap(unlocked([&] { return run_put(cl, key, *plan, options); })).version;
           },
           py::arg("key"), py::arg("value"), py::kw_only(), py::arg("ttl") = py::none(), py::arg("replicas") = 1,
-          py::arg("if_absent") = false, py::arg("if_version") = py::none(), py::arg("owner") = py::none(),
-          py::arg("timeout") = py::none(), "Stores value under key; returns the new version.")
+          py::arg("min_replicas") = py::none(), py::arg("if_absent") = false, py::arg("if_version") = py::none(),
+          py::arg("owner") = py::none(), py::arg("timeout") = py::none(),
+          "Stores value under key; returns the new version. With replicas > 1 the put succeeds once every "
+          "copy is committed, or once min_replicas of them are (put_with_copies says how many).")
+      .def(
+          "put_with_copies",
+          [](py_client& c, std::string_view key, py::handle value, std::optional<double> ttl, unsigned replicas,
+             std::optional<unsigned> min_replicas, bool if_absent, std::optional<std::uint64_t> if_version,
+             std::optional<std::string> owner, std::optional<double> timeout) {
+            auto& cl = c.h->use("put_with_copies");
+            auto options = put_options_of(ttl, replicas, if_absent, if_version, owner, timeout, min_replicas);
+            auto plan = plan_put(value);
+            auto r = unwrap(unlocked([&] { return run_put(cl, key, *plan, options); }));
+            return py::make_tuple(r.version, r.copies);
+          },
+          py::arg("key"), py::arg("value"), py::kw_only(), py::arg("ttl") = py::none(), py::arg("replicas") = 1,
+          py::arg("min_replicas") = py::none(), py::arg("if_absent") = false, py::arg("if_version") = py::none(),
+          py::arg("owner") = py::none(), py::arg("timeout") = py::none(),
+          "As put, returning (version, copies): the copies committed on distinct owners, fewer than replicas "
+          "only under min_replicas (the rest are made by repair).")
       .def(
           "get",
           [](py_client& c, std::string_view key, bool raw, std::optional<double> timeout) -> py::object {
@@ -211,7 +233,10 @@ the GIL while it waits. Usable as a context manager, which closes it.
                 for (std::size_t i = 0; i < keys.size(); ++i) batch.emplace_back(keys[i], plans[i]->bytes);
                 done = cl.put_batch(batch, call_options{options.timeout});
               } else {
-                for (std::size_t i = 0; i < keys.size(); ++i) done.push_back(run_put(cl, keys[i], *plans[i], options));
+                for (std::size_t i = 0; i < keys.size(); ++i) {
+                  auto r = run_put(cl, keys[i], *plans[i], options);
+                  done.push_back(r ? result<std::uint64_t>{r->version} : result<std::uint64_t>{std::move(r).error()});
+                }
               }
             }
             check_signals();

@@ -306,19 +306,19 @@ result<std::span<const std::byte>> assemble(const put_plan& plan) {
   return std::span<const std::byte>{out};
 }
 
-result<std::uint64_t> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options) {
+result<put_result> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options) {
   // A small value is assembled here and sent with the put, one round trip
   // (as C++'s put does below 256 KiB); a large one is written straight
   // into a reservation, one copy and two round trips.
   if (one_buffer(plan)) {
     auto bytes = assemble(plan);
     if (!bytes) return std::move(bytes).error();
-    return c.put(key, *bytes, options);
+    return c.put_with_copies(key, *bytes, options);
   }
   auto room = c.reserve(key, plan.size(), options);
   if (!room) return std::move(room).error();
   if (auto written = plan.write_into(room->bytes()); !written) return std::move(written).error();
-  return room->commit(call_options{options.timeout});
+  return room->commit_with_copies(call_options{options.timeout});
 }
 
 py::object dict_to_python(const std::shared_ptr<client_holder>& client, const std::shared_ptr<const void>& keep,

@@ -79,8 +79,9 @@ bool one_buffer(const put_plan& plan);
 /// assemble). Called without the GIL.
 result<std::span<const std::byte>> assemble(const put_plan& plan);
 
-/// Stores `plan` under `key`. Called without the GIL.
-result<std::uint64_t> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options);
+/// Stores `plan` under `key`: the version and the copies committed.
+/// Called without the GIL.
+result<put_result> run_put(sluice::client& c, std::string_view key, put_plan& plan, const put_options& options);
 
 /// A get's value as Python sees it (View, or dict of scalars and Views).
 /// `raw`: always a View of the value's bytes. REQUIRES: the GIL.

@@ -233,3 +233,19 @@ def test_status_reports_members_and_repair(client):
     # One owner, nothing ever lost: nothing to repair.
     assert all(isinstance(v, int) for v in repair.values())
     assert repair["under_replicated"] == 0 and repair["copies_made"] == 0
+
+
+def test_min_replicas_accepts_fewer_copies_and_says_how_many(client):
+    # One owner: two copies cannot be had, and nothing is stored.
+    with pytest.raises(sluice.Unavailable):
+        client.put("copies/strict", b"v", replicas=2)
+    assert client.get("copies/strict") is None
+    version, copies = client.put_with_copies("copies/relaxed", b"v2", replicas=2, min_replicas=1)
+    assert copies == 1 and version > 0
+    assert bytes(client.get("copies/relaxed")) == b"v2"
+    assert client.put("copies/plain", b"v3", replicas=2, min_replicas=1) > version
+    big = bytes(range(256)) * 4096  # 1 MiB: written through a reservation
+    _, copies = client.put_with_copies("copies/big", big, replicas=2, min_replicas=1)
+    assert copies == 1
+    with pytest.raises(sluice.InvalidArgument):
+        client.put("copies/bad", b"x", replicas=2, min_replicas=3)
