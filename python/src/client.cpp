@@ -81,6 +81,17 @@ py_client connect(const std::string& address, double timeout, double connect_tim
   return py_client{std::move(h)};
 }
 
+/// put and put_with_copies: stores `value`, the GIL released meanwhile.
+put_result put_value(py_client& c, const char* verb, std::string_view key, py::handle value, std::optional<double> ttl,
+                     unsigned replicas, std::optional<unsigned> min_replicas, bool if_absent,
+                     std::optional<std::uint64_t> if_version, std::optional<std::string> owner,
+                     std::optional<double> timeout) {
+  auto& cl = c.h->use(verb);
+  auto options = put_options_of(ttl, replicas, if_absent, if_version, std::move(owner), timeout, min_replicas);
+  auto plan = plan_put(value);
+  return unwrap(unlocked([&] { return run_put(cl, key, *plan, options); }));
+}
+
 }  // namespace
 
 void bind_client_rpc(py::class_<py_client>& cls);
@@ -117,10 +128,9 @@ the GIL while it waits. Usable as a context manager, which closes it.
           [](py_client& c, std::string_view key, py::handle value, std::optional<double> ttl, unsigned replicas,
              std::optional<unsigned> min_replicas, bool if_absent, std::optional<std::uint64_t> if_version,
              std::optional<std::string> owner, std::optional<double> timeout) {
-            auto& cl = c.h->use("put");
-            auto options = put_options_of(ttl, replicas, if_absent, if_version, owner, timeout, min_replicas);
-            auto plan = plan_put(value);
-            return unwrap(unlocked([&] { return run_put(cl, key, *plan, options); })).version;
+            return put_value(c, "put", key, value, ttl, replicas, min_replicas, if_absent, if_version,
+                             std::move(owner), timeout)
+                .version;
           },
           py::arg("key"), py::arg("value"), py::kw_only(), py::arg("ttl") = py::none(), py::arg("replicas") = 1,
           py::arg("min_replicas") = py::none(), py::arg("if_absent") = false, py::arg("if_version") = py::none(),
@@ -132,10 +142,8 @@ the GIL while it waits. Usable as a context manager, which closes it.
           [](py_client& c, std::string_view key, py::handle value, std::optional<double> ttl, unsigned replicas,
              std::optional<unsigned> min_replicas, bool if_absent, std::optional<std::uint64_t> if_version,
              std::optional<std::string> owner, std::optional<double> timeout) {
-            auto& cl = c.h->use("put_with_copies");
-            auto options = put_options_of(ttl, replicas, if_absent, if_version, owner, timeout, min_replicas);
-            auto plan = plan_put(value);
-            auto r = unwrap(unlocked([&] { return run_put(cl, key, *plan, options); }));
+            auto r = put_value(c, "put_with_copies", key, value, ttl, replicas, min_replicas, if_absent,
+                               if_version, std::move(owner), timeout);
             return py::make_tuple(r.version, r.copies);
           },
           py::arg("key"), py::arg("value"), py::kw_only(), py::arg("ttl") = py::none(), py::arg("replicas") = 1,
