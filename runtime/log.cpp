@@ -26,7 +26,9 @@ log_registry& registry() {
 }
 
 spdlog::sink_ptr default_sink() {
-  return std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ [%n] %v");
+  return sink;
 }
 
 }  // namespace
@@ -40,7 +42,7 @@ logger_ptr get_logger(std::string_view name) {
   if (!r.sink) r.sink = default_sink();
   auto l = std::make_shared<spdlog::logger>(std::string{name}, r.sink);
   l->set_level(r.level);
-  l->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ [%n] %v");
+  // The sink formats (set_log_sink keeps the format of the sink it is given).
   r.loggers.push_back(l);
   return l;
 }

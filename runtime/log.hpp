@@ -23,8 +23,9 @@ logger_ptr get_logger(std::string_view name);
 /// Levels: trace, debug, info, warn, error, off.
 result<void> configure_logging(std::string_view level);
 
-/// Sends every Sluice logger's output to `sink` from now on (tests and the
-/// simulator capture or silence logs this way). nullptr restores stderr.
+/// Sends every Sluice logger's output to `sink` from now on, in the sink's
+/// own format (tests and the simulator capture or silence logs this way).
+/// nullptr restores stderr.
 void set_log_sink(std::shared_ptr<spdlog::sinks::sink> sink);
 
 }  // namespace sluice

@@ -67,8 +67,8 @@ result<put_id> parse_value(const std::string& key, std::span<const std::byte> by
   return put_id{h.client, h.seq};
 }
 
-void checker::put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl) {
-  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt, ttl};
+void checker::put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl, std::uint32_t copies) {
+  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt, ttl, copies};
 }
 
 void checker::put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r) {
@@ -117,8 +117,49 @@ bool checker::crash_between(const std::vector<sim_time>& crashes, sim_time from,
   return false;
 }
 
-bool checker::any_crash_between(sim_time from, sim_time to) const {
-  return crash_between(master_crashes_, from, to) || crash_between(owner_crashes_, from, to);
+bool checker::crashes_close(sim_time from, sim_time to) const {
+  std::optional<sim_time> last;
+  for (auto t : owner_crashes_) {  // in time order
+    if (t < from || t > to) continue;
+    if (last && t - *last < recovery_window_) return true;
+    last = t;
+  }
+  return false;
+}
+
+bool checker::may_be_lost(const std::string& key, const history& h, const put_record& p, sim_time end) const {
+  if (crash_between(master_crashes_, p.start, end)) return true;
+  if (!crash_between(owner_crashes_, p.start, end)) return false;
+  if (p.copies < 2 || p.ttl > sim_duration::zero()) return true;
+  // A copy evicted to make room is not made again: one left.
+  if (auto e = copies_evicted_.find(key); e != copies_evicted_.end() && crash_between(e->second, p.start, end)) {
+    return true;
+  }
+  // A put that may have replaced this one after it began, and did not
+  // surely keep two copies, may have been the key's value when a crash
+  // took it (a failed put may have committed one copy).
+  for (auto& [id, q] : h.puts) {
+    if (&q == &p) continue;
+    bool may_follow = q.state == outcome::pending || q.end > p.start;
+    if (may_follow && (q.state != outcome::acked || q.copies < 2)) return true;
+  }
+  return crashes_close(p.start, end);
+}
+
+std::vector<std::string> checker::durable_keys(sim_time now) const {
+  std::vector<std::string> out;
+  for (auto& [key, h] : keys_) {
+    for (auto& [id, p] : h.puts) {
+      if (p.state != outcome::acked || p.copies < 2 || p.ttl > sim_duration::zero()) continue;
+      bool removed = false;
+      for (auto& rm : h.removes) removed |= rm.start <= now && (rm.state != outcome::acked || rm.end > p.start);
+      if (removed || may_be_lost(key, h, p, now)) continue;
+      if (auto f = forgotten_.find(key); f != forgotten_.end() && crash_between(f->second, p.start, now)) continue;
+      out.push_back(key);
+      break;
+    }
+  }
+  return out;
 }
 
 void checker::get_ended(const std::string& key, sim_time start, sim_time end,
@@ -204,11 +245,12 @@ void checker::check_absent(const std::string& key, const history& h, sim_time st
     // still take effect later).
     bool removed = false;
     for (auto& rm : h.removes) removed |= rm.start < end && (rm.state != outcome::acked || rm.end > p.start);
-    if (removed || any_crash_between(p.start, end)) continue;
+    if (removed || may_be_lost(key, h, p, end)) continue;
     if (auto f = forgotten_.find(key); f != forgotten_.end() && crash_between(f->second, p.start, end)) continue;
-    violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} and nothing could "
-                          "have removed it",
-                          what, show(key), format_time(end), id.client, id.seq, format_time(p.end)));
+    violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} with {} and nothing "
+                          "could have removed it",
+                          what, show(key), format_time(end), id.client, id.seq, format_time(p.end),
+                          p.copies == 1 ? std::string{"one copy"} : fmt::format("{} copies", p.copies)));
     return;
   }
 }

@@ -15,6 +15,11 @@
 //    memory: a crash may lose them), the master lost its storage, or the
 //    master took the key out since (an owner evicted it), or a put with
 //    a time to live that may have overwritten it expired;
+//  - a put acknowledged with two copies survives owner crashes one at a
+//    time: its copy lost with one owner is made again (repair) before the
+//    next crash, when the crashes are at least the recovery window apart;
+//    so a crash excuses its loss only when another came within that
+//    window, or when a put that may have replaced it kept one copy;
 //  - never a value whose time to live ran out before the read began (it
 //    counts from the commit, which comes before the acknowledgement).
 #pragma once
@@ -52,7 +57,8 @@ class checker {
   // --- what happened -------------------------------------------------------
 
   /// A put of `key` began; with a time to live when `ttl` is not zero.
-  void put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl = sim_duration::zero());
+  void put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl = sim_duration::zero(),
+                   std::uint32_t copies = 1);
   void put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r);
   std::size_t remove_started(const std::string& key, sim_time at);
   void remove_ended(const std::string& key, std::size_t index, sim_time at, const result<bool>& r);
@@ -67,11 +73,22 @@ class checker {
     if (storage_lost) master_crashes_.push_back(at);
   }
   void owner_crashed(sim_time at) { owner_crashes_.push_back(at); }
+  /// An owner evicted one of the copies of `key`: from then on it has one
+  /// fewer, and one crash may take its last.
+  void copy_evicted(const std::string& key, sim_time at) { copies_evicted_[key].push_back(at); }
+  /// Owner crashes closer together than this may lose a value with two
+  /// copies (repair had no time to restore the first crash's copy).
+  void set_recovery_window(sim_duration window) { recovery_window_ = window; }
   /// The master took `key` out on its own (its owner evicted it).
   void forgotten(const std::string& key, sim_time at) {
     forgotten_[key].push_back(at);
     stats_.forgotten += 1;
   }
+
+  /// Keys that must read back whole at `now`: an acknowledged put with two
+  /// copies wrote them, and nothing since may have removed, replaced
+  /// (with one copy), expired or lost it. Ordered.
+  std::vector<std::string> durable_keys(sim_time now) const;
 
   // --- verdict ---------------------------------------------------------------
 
@@ -92,6 +109,7 @@ class checker {
     std::uint64_t version = 0;
     std::optional<std::uint64_t> observed;  // a version reads saw it under
     sim_duration ttl{};                      // zero: no time to live
+    std::uint32_t copies = 1;
   };
   struct remove_record {
     sim_time start, end;
@@ -103,7 +121,12 @@ class checker {
   };
 
   bool crash_between(const std::vector<sim_time>& crashes, sim_time from, sim_time to) const;
-  bool any_crash_between(sim_time from, sim_time to) const;
+  /// Two owner crashes in [from, to] less than the recovery window apart.
+  bool crashes_close(sim_time from, sim_time to) const;
+  /// Whether `p`'s value may be gone by `end` for a reason the workload
+  /// cannot see: the master lost its storage, or the owners holding its
+  /// copies crashed (see the rule for two copies above).
+  bool may_be_lost(const std::string& key, const history& h, const put_record& p, sim_time end) const;
   void check_found(const std::string& key, history& h, sim_time start, sim_time end,
                    std::uint64_t version, const shared_bytes& bytes);
   void check_absent(const std::string& key, const history& h, sim_time start, sim_time end,
@@ -112,7 +135,11 @@ class checker {
   std::map<std::string, history> keys_;
   std::vector<sim_time> master_crashes_;  // those that lost the master's storage
   std::vector<sim_time> owner_crashes_;
+  /// Down within the heartbeat timeout (3 s), copied after the simulator's
+  /// repair_after (2 s), with room for the faults in between.
+  sim_duration recovery_window_ = std::chrono::seconds{15};
   std::map<std::string, std::vector<sim_time>> forgotten_;
+  std::map<std::string, std::vector<sim_time>> copies_evicted_;
   std::vector<std::string> violations_;
   counts stats_;
 };

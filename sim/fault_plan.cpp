@@ -42,7 +42,15 @@ sim_duration maybe(rng& random, std::uint32_t pm_on, sim_duration mean_min, sim_
   return mean_min + sim_duration{static_cast<sim_duration::rep>(random.uniform(span + 1))};
 }
 
+fault_plan cuts_plan(rng& random) {
+  fault_plan p;
+  p.pair_cut_every = maybe(random, 1000, 500ms, 3s);
+  p.cuts_only = true;
+  return p;
+}
+
 fault_plan swarm_plan(rng& random) {
+  if (random.chance(1, 6)) return cuts_plan(random);
   fault_plan p;
   p.latency_min = sim_duration{static_cast<sim_duration::rep>(random.uniform(200'000) + 10'000)};
   p.latency_max = p.latency_min + sim_duration{static_cast<sim_duration::rep>(random.uniform(10'000'000))};
@@ -71,8 +79,9 @@ result<fault_level> parse_fault_level(std::string_view text) {
   if (text == "light") return fault_level::light;
   if (text == "heavy") return fault_level::heavy;
   if (text == "swarm") return fault_level::swarm;
+  if (text == "cuts") return fault_level::cuts;
   return fail(errc::invalid_argument,
-              "unknown fault level '" + std::string{text} + "'; use none, light, heavy or swarm");
+              "unknown fault level '" + std::string{text} + "'; use none, light, heavy, swarm or cuts");
 }
 
 std::string_view to_string(fault_level level) noexcept {
@@ -81,6 +90,7 @@ std::string_view to_string(fault_level level) noexcept {
     case fault_level::light: return "light";
     case fault_level::heavy: return "heavy";
     case fault_level::swarm: return "swarm";
+    case fault_level::cuts: return "cuts";
   }
   return "none";
 }
@@ -91,6 +101,7 @@ fault_plan fault_plan::make(fault_level level, rng& random) {
     case fault_level::light: return light_plan();
     case fault_level::heavy: return heavy_plan();
     case fault_level::swarm: return swarm_plan(random);
+    case fault_level::cuts: return cuts_plan(random);
   }
   return fault_plan{};
 }
@@ -99,7 +110,8 @@ std::string fault_plan::describe() const {
   auto every = [](const char* name, sim_duration d) {
     return d.count() == 0 ? std::string{} : fmt::format(" {}/{:.1f}s", name, seconds(d));
   };
-  return fmt::format("latency {:.2f}-{:.2f}ms jitter {:.2f}ms drop {}‰ dup {}‰ reorder {}‰{}{}{}{}{}{}{}{}{}{}",
+  return fmt::format("{}latency {:.2f}-{:.2f}ms jitter {:.2f}ms drop {}‰ dup {}‰ reorder {}‰{}{}{}{}{}{}{}{}{}{}",
+                     cuts_only ? "cuts only: " : "",
                      seconds(latency_min) * 1e3, seconds(latency_max) * 1e3,
                      seconds(jitter_max) * 1e3, drop_pm, duplicate_pm, reorder_pm,
                      every("reset", link_reset_every), every("clog", clog_every),

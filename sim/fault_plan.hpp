@@ -13,7 +13,11 @@
 
 namespace sluice::sim {
 
-enum class fault_level { none, light, heavy, swarm };
+/// none, light and heavy are fixed mixes; cuts only cuts paths between
+/// pairs of nodes (owners and the master), on a quick network, so that
+/// every cut between the master and an owner must be bridged by a relay;
+/// swarm draws a mix per seed (a sixth of its seeds are cuts runs).
+enum class fault_level { none, light, heavy, swarm, cuts };
 
 result<fault_level> parse_fault_level(std::string_view text);
 std::string_view to_string(fault_level level) noexcept;
@@ -47,6 +51,9 @@ struct fault_plan {
   std::uint32_t wipe_on_restart_pm = 300;
   /// Fault sites in role code (SLUICE_BUGGIFY) may fire.
   bool buggify = false;
+  /// Nothing but pair cuts on a quick network: the relay check judges every
+  /// owner the master marks down (runner.cpp).
+  bool cuts_only = false;
 
   /// The plan of `level`; swarm draws from `random`.
   static fault_plan make(fault_level level, rng& random);

@@ -8,6 +8,7 @@
 
 #include "sim/mq_workload.hpp"
 #include "sim/rpc_workload.hpp"
+#include "sim/trace.hpp"
 #include "sim/workload.hpp"
 
 namespace sluice::sim {
@@ -23,6 +24,9 @@ constexpr sim_duration rpc_liveness_window = 10s;
 /// message must have reached every group (they drained all along since
 /// the faults healed; this is the last stretch).
 constexpr sim_duration mq_drain_window = 5s;
+/// After the KV liveness check: every key put with two copies that no
+/// crash pair could have lost must read back by then.
+constexpr sim_duration durable_window = 10s;
 
 sim_duration draw_gap(rng& random, sim_duration mean) {
   return sim_duration{static_cast<sim_duration::rep>(
@@ -33,6 +37,24 @@ sim_duration draw_between(rng& random, sim_duration lo, sim_duration hi) {
   return lo + sim_duration{static_cast<sim_duration::rep>(
                   random.uniform(static_cast<std::uint64_t>((hi - lo).count()) + 1))};
 }
+
+/// A fault the driver injected, for the relay check: a crash of node `a`
+/// (until it came back), a pair fault between `a` and `b` (cut or not), or
+/// a fault of no particular nodes (a partition, a clog, a link reset).
+struct fault_record {
+  enum class kind { crash, cut, pair, other } what = kind::other;
+  int a = -1;
+  int b = -1;
+  sim_time from{};
+  sim_time to{};
+};
+
+/// An owner the master marked down.
+struct down_record {
+  int node = -1;
+  std::string why;
+  sim_time at{};
+};
 
 /// Schedules faults of one kind at random gaps until `stop`.
 class fault_driver {
@@ -54,11 +76,15 @@ class fault_driver {
     auto kind = world_.kind_of(node);
     auto wipe = world_.fault_rng().chance(world_.config().faults.wipe_on_restart_pm, 1000);
     if (kind == node_kind::owner) checker_.owner_crashed(world_.now());
-    if (kind == node_kind::master) checker_.master_crashed(world_.now(), wipe);
     world_.crash(node);
     auto back = world_.now() + draw_between(world_.fault_rng(), 100ms, down_max);
-    world_.at(back, [this, node, wipe] {
-      if (!world_.alive(node)) world_.restart(node, wipe);
+    log_.push_back(fault_record{fault_record::kind::crash, node, -1, world_.now(), back});
+    world_.at(back, [this, node, wipe, kind] {
+      if (world_.alive(node)) return;
+      world_.restart(node, wipe);
+      // A master that lost its disk forgets from its restart on: owners
+      // may go on committing under the leases the old one gave until then.
+      if (kind == node_kind::master) checker_.master_crashed(world_.now(), wipe);
     });
   }
 
@@ -78,6 +104,8 @@ class fault_driver {
     auto& random = world_.fault_rng();
     auto& net = world_.net();
     auto lasts = draw_between(random, 200ms, 4s);
+    log_.push_back(fault_record{kind == 0 ? fault_record::kind::cut : fault_record::kind::pair, a, b, world_.now(),
+                                world_.now() + lasts});
     if (kind == 0) {
       auto handle = net.cut_pair(a, b);
       world_.at(world_.now() + lasts, [this, handle] { world_.net().heal(handle); });
@@ -96,20 +124,121 @@ class fault_driver {
     }
     if (side.empty() || static_cast<int>(side.size()) == world_.node_count()) return;
     auto handle = world_.net().partition(side, random.chance(2, 3));
-    world_.at(world_.now() + draw_between(random, 200ms, 5s), [this, handle] { world_.net().heal(handle); });
+    auto lasts = draw_between(random, 200ms, 5s);
+    other(lasts);
+    world_.at(world_.now() + lasts, [this, handle] { world_.net().heal(handle); });
   }
+
+  /// A fault of no particular nodes that lasts `lasts`.
+  void other(sim_duration lasts) {
+    log_.push_back(fault_record{fault_record::kind::other, -1, -1, world_.now(), world_.now() + lasts});
+  }
+
+  const std::vector<fault_record>& log() const noexcept { return log_; }
 
  private:
   world& world_;
   checker& checker_;
   sim_time stop_;
+  std::vector<fault_record> log_;
 };
+
+/// Before a down it judges, the relay check wants this long without a
+/// fault of no particular nodes (heartbeat timeout, 3 s, and the time a
+/// heartbeat takes to fail over, with room) ...
+constexpr sim_duration relay_quiet = 6s;
+/// ... and this long without a crash of the owner, the relay or the master
+/// (registrations settle; the owner has learnt its relays).
+constexpr sim_duration relay_settled = 15s;
+/// Downs in a run's first moments are not judged: owners learn their
+/// relays with their first heartbeats.
+constexpr sim_duration relay_learnt = 2s;
+
+bool overlaps(const fault_record& f, sim_time from, sim_time to) { return f.from <= to && f.to >= from; }
+
+/// Whether `f` touches the path between nodes x and y.
+bool on_path(const fault_record& f, int x, int y) {
+  return (f.a == x && f.b == y) || (f.a == y && f.b == x);
+}
+
+/// The relay check: an owner the master marked down although, for the
+/// whole time that decided it, another owner reached both it and the
+/// master — only cuts of other paths were in the way, on a quick network
+/// — breaks "an owner is down only when no path to it works". Judged in
+/// runs whose plan allows it (no frame loss, fault sites or slow links);
+/// returns the violations and counts the cuts it judged.
+std::vector<std::string> relay_violations(world& w, const std::vector<fault_record>& faults,
+                                          const std::vector<down_record>& downs, std::uint64_t& judged) {
+  std::vector<std::string> out;
+  auto& plan = w.config().faults;
+  if (plan.drop_pm > 0 || plan.buggify || plan.latency_max + plan.jitter_max > 50ms) return out;
+  int master = w.master_index();
+  auto crashed = [&](int node, sim_time from, sim_time to) {
+    for (auto& f : faults) {
+      if (f.what == fault_record::kind::crash && f.a == node && overlaps(f, from, to)) return true;
+    }
+    return false;
+  };
+  auto went_down = [&](int node, sim_time from, sim_time to) {
+    for (auto& d : downs) {
+      if (d.node == node && d.at >= from && d.at <= to) return true;
+    }
+    return false;
+  };
+  auto impaired = [&](int x, int y, sim_time from, sim_time to) {
+    for (auto& f : faults) {
+      if ((f.what == fault_record::kind::cut || f.what == fault_record::kind::pair) && on_path(f, x, y) &&
+          overlaps(f, from, to)) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Cuts between the master and an owner in a run the check judges.
+  for (auto& f : faults) {
+    if (f.what == fault_record::kind::cut && (f.a == master || f.b == master)) judged += 1;
+  }
+  for (auto& d : downs) {
+    // Owners learn their relays from the master's first heartbeat answers.
+    if (d.node < 0 || d.at - sim_time{} < relay_learnt) continue;
+    auto quiet_from = d.at - relay_quiet;
+    auto settled_from = d.at - relay_settled;
+    bool noisy = false;
+    for (auto& f : faults) {
+      noisy |= (f.what == fault_record::kind::other || (f.what == fault_record::kind::pair)) && overlaps(f, quiet_from, d.at);
+    }
+    if (noisy || crashed(d.node, settled_from, d.at) || crashed(master, settled_from, d.at)) continue;
+    for (int i = 0; i < w.config().owners; ++i) {
+      int relay = w.owner_index(i);
+      if (relay == d.node || crashed(relay, settled_from, d.at) || went_down(relay, settled_from, d.at)) continue;
+      if (impaired(relay, d.node, quiet_from, d.at) || impaired(relay, master, quiet_from, d.at)) continue;
+      std::string cuts;
+      for (auto& f : faults) {
+        if (f.what != fault_record::kind::cut || !overlaps(f, quiet_from, d.at)) continue;
+        cuts += fmt::format("{}{}-{} {}..{}", cuts.empty() ? "" : ", ", w.name_of(f.a), w.name_of(f.b),
+                            format_time(f.from), format_time(f.to));
+      }
+      out.push_back(fmt::format("relay: {} was marked down at {} ({}) although {} reached both it and the master "
+                                "all along (cuts: {})",
+                                w.name_of(d.node), format_time(d.at), d.why, w.name_of(relay), cuts));
+      break;
+    }
+  }
+  return out;
+}
 
 void schedule_faults(world& w, checker& c, fault_driver& d) {
   const auto& plan = w.config().faults;
   auto& random = w.fault_rng();
-  d.every(plan.link_reset_every, [&w] { w.net().reset_random_link(); });
-  d.every(plan.clog_every, [&w, &random] { w.net().clog_random_link(draw_between(random, 50ms, 2s)); });
+  d.every(plan.link_reset_every, [&w, &d] {
+    w.net().reset_random_link();
+    d.other(1s);  // its owners notice and dial again
+  });
+  d.every(plan.clog_every, [&w, &d, &random] {
+    auto lasts = draw_between(random, 50ms, 2s);
+    w.net().clog_random_link(lasts);
+    d.other(lasts);
+  });
   d.every(plan.partition_every, [&d] { d.partition(); });
   d.every(plan.owner_crash_every, [&w, &d, &random] {
     d.crash_and_restart(w.owner_index(static_cast<int>(random.uniform(static_cast<std::uint64_t>(w.config().owners)))), 5s);
@@ -153,6 +282,13 @@ run_report run_seed(const run_options& options) {
   cfg.rdma = options.rdma;
   cfg.mq_forgets_acks = options.mq_forgets_acks;
   cfg.mq_leaks_payloads = options.mq_leaks_payloads;
+  cfg.no_relays = options.no_relays;
+  cfg.repair_after = options.repair_after;
+  cfg.no_repair = options.no_repair;
+  std::vector<down_record> downs;
+  cfg.on_member_down = [&downs](int node, const std::string& why, sim_time at) {
+    downs.push_back(down_record{node, why, at});
+  };
   // With faults, one read in fifty fails: enough that every run demotes
   // rdma paths and falls back to tcp many times.
   if (options.faults != fault_level::none) cfg.rdma_fail_pm = 20;
@@ -176,6 +312,7 @@ run_report run_seed(const run_options& options) {
     cfg.on_forgotten = [&check](const std::string& key, sim_time at) {
       if (!key.starts_with("~mq/")) check.forgotten(key, at);
     };
+    cfg.on_copy_evicted = [&check](const std::string& key, sim_time at) { check.copy_evicted(key, at); };
   }
   world w{cfg};
   kv_workload work{w, check};
@@ -194,6 +331,9 @@ run_report run_seed(const run_options& options) {
                                 "after the faults healed",
                                 c, seconds(liveness_window)));
   }
+  work.check_durable(durable_window);
+  std::uint64_t relay_cuts = 0;
+  for (auto& v : relay_violations(w, driver.log(), downs, relay_cuts)) check.violation(v);
   if (rpc) {
     rpc->check_liveness(rpc_liveness_window);
     rpc->check_answered();
@@ -211,6 +351,8 @@ run_report run_seed(const run_options& options) {
   report.trace_events = w.events().count();
   report.steps = w.steps();
   report.operations = work.operations();
+  report.durable_keys = work.durable_checked();
+  report.relay_cuts = relay_cuts;
   report.rpc_calls = rpc ? rpc->calls() : 0;
   report.rpc_calls_refused = rpc ? rpc->calls_refused() : 0;
   report.rpc_streams = rpc ? rpc->streams() : 0;
@@ -241,6 +383,11 @@ std::string replay_command(const run_options& o) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.duration).count();
   std::string duration = ms % 1000 == 0 ? fmt::format("{}s", ms / 1000) : fmt::format("{}ms", ms);
   auto rpc = std::string{o.rpc ? " --rpc" : ""} + (o.rdma ? " --rdma" : "") + (o.mq ? " --mq" : "");
+  if (o.repair_after != std::chrono::seconds{2}) {
+    auto after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.repair_after).count();
+    rpc += after_ms % 1000 == 0 ? fmt::format(" --repair-after {}s", after_ms / 1000)
+                                : fmt::format(" --repair-after {}ms", after_ms);
+  }
   // Swarm draws the cluster's shape from the seed: no shape flags then.
   if (o.faults == fault_level::swarm) {
     return fmt::format("sluice sim --seed {} --duration {} --faults swarm{}", o.seed, duration, rpc);

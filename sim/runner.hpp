@@ -53,6 +53,14 @@ struct run_options {
   /// A broken master for tests of the MQ memory check: the payloads of
   /// consumed messages are never freed (master_deps::plant_mq_keep_consumed_payloads).
   bool mq_leaks_payloads = false;
+  /// Owners may not relay (world_config::no_relays): for tests of the
+  /// relay check.
+  bool no_relays = false;
+  /// A broken master that never repairs (master_deps::plant_no_repair), for
+  /// tests of the durability check.
+  bool no_repair = false;
+  /// The master's [master] repair_after (world_config::repair_after).
+  std::chrono::microseconds repair_after{2'000'000};
 };
 
 struct run_report {
@@ -74,6 +82,13 @@ struct run_report {
   std::uint64_t rdma_reads_failed = 0;  ///< and failed (faults, crashed holders)
   std::uint64_t repair_copies = 0;         ///< made by repair after owners were lost
   std::uint64_t repair_copies_failed = 0;  ///< and failed (each is tried again)
+  /// Keys put with two copies that nothing could have lost, read back at
+  /// the end (kv_workload::check_durable).
+  std::uint64_t durable_keys = 0;
+  /// Cuts between the master and an owner in a run whose plan the relay
+  /// check judges (no frame loss, fault sites or slow links): where another
+  /// owner reached both, the owner had to stay up through each.
+  std::uint64_t relay_cuts = 0;
   /// With run_options::mq: produces acknowledged (not duplicates),
   /// deliveries, of them redeliveries, and acks the master confirmed.
   std::uint64_t mq_produced = 0;

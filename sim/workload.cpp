@@ -23,8 +23,31 @@ bool kv_workload::current(int client, std::uint64_t incarnation) const {
 
 void kv_workload::run_until(sim_time stop) {
   stop_ = stop;
-  for (int c = 0; c < static_cast<int>(clients_.size()); ++c) schedule_next(c);
+  for (int c = 0; c < static_cast<int>(clients_.size()); ++c) {
+    keep(c);
+    schedule_next(c);
+  }
   world_.run_until(stop);
+}
+
+std::string kv_workload::kept_key(int client) { return fmt::format("keep/c{}", client); }
+
+void kv_workload::keep(int client) {
+  if (world_.now() >= stop_) return;
+  auto retry = [this, client] { world_.at(world_.now() + 500ms, [this, client] { keep(client); }); };
+  auto node = world_.client_index(client);
+  if (!world_.alive(node)) return retry();
+  auto inc = world_.incarnation(node);
+  auto key = kept_key(client);
+  put_id id{static_cast<std::uint32_t>(client), clients_[static_cast<std::size_t>(client)].next_seq++};
+  checker_.put_started(key, id, world_.now(), sim_duration::zero(), 2);
+  send(client, wire::kv_put{key, {}, 0, 2, ""}, make_value(key, id, 1000),
+       [this, client, inc, key, id, retry](result<wire::message> reply) {
+         if (!current(client, inc)) return retry();
+         auto r = reply_body<wire::kv_put_reply>(reply);
+         checker_.put_ended(key, id, world_.now(), r ? result<std::uint64_t>{r->version} : result<std::uint64_t>{r.error()});
+         if (!r) retry();
+       });
 }
 
 void kv_workload::schedule_next(int client) {
@@ -82,7 +105,7 @@ void kv_workload::issue(int client) {
     std::uint32_t copies = random.uniform(3) == 0 ? 2 : 1;
     constexpr std::uint64_t ttls_ms[] = {200, 1000, 5000};
     std::uint64_t ttl_ms = random.uniform(4) == 0 ? ttls_ms[random.uniform(std::size(ttls_ms))] : 0;
-    checker_.put_started(key, id, start, std::chrono::milliseconds{ttl_ms});
+    checker_.put_started(key, id, start, std::chrono::milliseconds{ttl_ms}, copies);
     send(client, wire::kv_put{key, {}, ttl_ms, copies, ""}, make_value(key, id, body),
          [this, client, inc, key, id, finish](result<wire::message> reply) {
            if (!current(client, inc)) return;
@@ -92,6 +115,8 @@ void kv_workload::issue(int client) {
            finish();
          });
   } else if (roll < 80) {
+    // One get in eight reads a key kept since the start.
+    if (random.uniform(8) == 0) key = kept_key(static_cast<int>(random.uniform(clients_.size())));
     send(client, wire::kv_get{key}, {}, [this, client, inc, key, start, finish](result<wire::message> reply) {
       if (!current(client, inc)) return;
       auto r = reply_body<wire::kv_get_reply>(reply);
@@ -163,6 +188,49 @@ std::vector<int> kv_workload::check_liveness(sim_duration settle, sim_duration w
     if (std::find(done.begin(), done.end(), c) == done.end()) stuck.push_back(c);
   }
   return stuck;
+}
+
+void kv_workload::durable_attempt(const std::string& key, int client, sim_time deadline,
+                                  std::set<std::string>& answered) {
+  if (world_.now() >= deadline) return;
+  auto node = world_.client_index(client);
+  auto inc = world_.incarnation(node);
+  auto start = world_.now();
+  send(client, wire::kv_get{key}, {}, [this, key, client, inc, start, deadline, &answered](result<wire::message> reply) {
+    if (!current(client, inc)) return;
+    auto got = reply_body<wire::kv_get_reply>(reply);
+    using found = std::pair<std::uint64_t, shared_bytes>;
+    checker_.get_ended(key, start, world_.now(),
+                       got ? result<found>{found{got->version, reply->payload}} : result<found>{got.error()});
+    if (got || got.code() == errc::not_found) {
+      answered.insert(key);  // judged by the checker: found, or not_found with a reason
+      return;
+    }
+    // Another client next time: the trouble may be this one's owner.
+    auto next = (client + 1) % static_cast<int>(clients_.size());
+    world_.at(world_.now() + 500ms, [this, key, next, deadline, &answered] {
+      durable_attempt(key, next, deadline, answered);
+    });
+  });
+}
+
+void kv_workload::check_durable(sim_duration window) {
+  auto keys = checker_.durable_keys(world_.now());
+  std::set<std::string> answered;
+  auto deadline = world_.now() + window;
+  int client = 0;
+  for (auto& key : keys) {
+    durable_attempt(key, client, deadline, answered);
+    client = (client + 1) % static_cast<int>(clients_.size());
+  }
+  world_.run_until(deadline);
+  durable_checked_ += keys.size();
+  for (auto& key : keys) {
+    if (answered.contains(key)) continue;
+    checker_.violation(fmt::format("durability: '{}' was put with two copies and nothing could have lost it, "
+                                   "but no get could read it within {:.0f}s after the faults healed",
+                                   key, seconds(window)));
+  }
 }
 
 }  // namespace sluice::sim

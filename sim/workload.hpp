@@ -1,10 +1,14 @@
 // workload: clients putting, getting, removing and overwriting keys of a
 // small key space (so operations collide), with values from empty to
 // 100 KiB, each result judged by the checker. Operations go to the real
-// client actors as the embedding API sends them.
+// client actors as the embedding API sends them. Each client also puts one
+// key with two copies at the start (retrying until it is acknowledged) and
+// never changes it: what crashes one at a time must not take (read now and
+// then, and at the end).
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,7 +41,15 @@ class kv_workload {
   /// that did not (by index).
   std::vector<int> check_liveness(sim_duration settle, sim_duration window);
 
+  /// After the liveness check: every key the checker says must read back
+  /// (checker::durable_keys) is read until a get answers, through the
+  /// clients in turn, before `window` runs out; a key no get could read
+  /// is a violation. (A not_found answer is judged by the checker.)
+  void check_durable(sim_duration window);
+
   std::uint64_t operations() const noexcept { return issued_; }
+  /// Keys check_durable read back.
+  std::uint64_t durable_checked() const noexcept { return durable_checked_; }
 
  private:
   struct client_state {
@@ -52,6 +64,10 @@ class kv_workload {
   void send(int client, wire::body request, shared_bytes payload,
             std::function<void(result<wire::message>)> done);
   void live_attempt(int client, sim_time deadline, std::vector<int>& done);
+  /// The key client `client` keeps, and its put (again until acknowledged).
+  static std::string kept_key(int client);
+  void keep(int client);
+  void durable_attempt(const std::string& key, int client, sim_time deadline, std::set<std::string>& answered);
 
   world& world_;
   checker& checker_;
@@ -59,6 +75,7 @@ class kv_workload {
   std::vector<client_state> clients_;
   sim_time stop_{};
   std::uint64_t issued_ = 0;
+  std::uint64_t durable_checked_ = 0;
 };
 
 }  // namespace sluice::sim

@@ -21,6 +21,7 @@
 #include "runtime/assert.hpp"
 #include "runtime/gpu/fake_device.hpp"
 #include "runtime/storage/identity.hpp"
+#include "sim/sim_log.hpp"
 #include "sim/sim_transport.hpp"
 #include "transports/network.hpp"
 
@@ -121,9 +122,9 @@ node_config world::config_for(node_kind kind) const {
   cfg.owner.transfer_chunk_bytes = 16ULL << 10;
   cfg.owner.transfer_window = 3;
   cfg.master.mq_orphan_grace = config_.mq_orphan_grace;
-  // Copies on a crashed owner stop counting after 2 s, so that runs with
-  // crashes make repair copies too.
-  cfg.master.repair_after = std::chrono::seconds{2};
+  cfg.master.repair_after = config_.repair_after;
+  if (config_.no_relays) std::erase(cfg.links.order, std::string{"relay"});
+  cfg.owner.cache_remote = config_.cache_remote;
   if (config_.gpu_devices > 0) {
     cfg.owner.gpu.enabled = true;
     cfg.owner.gpu.devices.clear();
@@ -203,8 +204,20 @@ void world::start(int index) {
                          if (config_.on_forgotten) config_.on_forgotten(key, now_);
                        }};
       deps.on_repair = [this](bool made) { (made ? repair_copies_ : repair_copies_failed_) += 1; };
+      deps.on_copy_evicted = [this](const std::string& key) {
+        if (config_.on_copy_evicted) config_.on_copy_evicted(key, now_);
+      };
+      deps.on_member_down = [this](node_id id, const std::string& why) {
+        if (!config_.on_member_down) return;
+        int node = -1;
+        for (int i = 0; i < node_count() && node < 0; ++i) {
+          if (nodes_[static_cast<std::size_t>(i)]->alive && id_of(i) == id) node = i;
+        }
+        config_.on_member_down(node, why, now_);
+      };
       deps.plant_mq_forget_acks_on_move = config_.mq_forgets_acks;
       deps.plant_mq_keep_consumed_payloads = config_.mq_leaks_payloads;
+      deps.plant_no_repair = config_.no_repair;
       auto master = spawn_master(*n.system, std::move(deps));
       // The simulated disk holds only what the master wrote: it can't be corrupt.
       SLUICE_ASSERT(master.ok());
@@ -333,7 +346,10 @@ bool world::run_one_job() {
     return fmt::format("{} step: {} runs job {} of {}", format_time(now_), name_of(chosen), pick,
                        jobs.size());
   });
-  nodes_[static_cast<std::size_t>(chosen)]->sched->run_once();
+  {
+    log_scope scope{now_, name_of(chosen)};
+    nodes_[static_cast<std::size_t>(chosen)]->sched->run_once();
+  }
   ++steps_;
   return true;
 }

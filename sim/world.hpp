@@ -84,6 +84,26 @@ struct world_config {
   /// Called when the master takes a key out on its own (evicted, expired,
   /// lost), with the virtual time.
   std::function<void(const std::string& key, sim_time at)> on_forgotten;
+  /// Called when an owner evicted one of several copies of a key.
+  std::function<void(const std::string& key, sim_time at)> on_copy_evicted;
+  /// Called when the master marks an owner down (missed heartbeats, link
+  /// lost), with the owner's node index (-1 for an incarnation that is no
+  /// longer running) and the virtual time.
+  std::function<void(int node, const std::string& why, sim_time at)> on_member_down;
+  /// Owners may not relay ([links] order without "relay"): an owner cut
+  /// off from the master has no other way to it (for tests of the relay
+  /// check).
+  bool no_relays = false;
+  /// A broken master for tests of the durability check: it never makes a
+  /// repair copy.
+  bool no_repair = false;
+  /// Owners keep a copy of values they read from other owners ([owner]
+  /// cache_remote): more copies than a put asked for.
+  bool cache_remote = true;
+  /// The master's [master] repair_after: copies on an owner down this long
+  /// stop counting and are made again elsewhere. Short, so that runs with
+  /// crashes make repair copies too.
+  std::chrono::microseconds repair_after{2'000'000};
 };
 
 enum class node_kind { master, owner, client };

@@ -199,9 +199,10 @@ void endpoint::forward(transport::link_id link, const wire::envelope& env, share
   send_envelope(link, env, std::move(payload));
 }
 
-void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload) {
+void endpoint::notify(transport::link_id link, wire::body body, shared_bytes payload, node_id target) {
   wire::envelope env;
   env.source = me_.id;
+  env.target = target;
   if (stamp_) env.after = stamp_();
   env.body = std::move(body);
   send_envelope(link, std::move(env), std::move(payload));

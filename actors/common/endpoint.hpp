@@ -150,7 +150,8 @@ class endpoint {
   /// are handled as if they were for this node.
   using forwarder = std::function<void(transport::link_id, wire::message)>;
   void set_forwarder(forwarder f) { forwarder_ = std::move(f); }
-  void notify(transport::link_id link, wire::body body, shared_bytes payload = {});
+  /// Sends a notification; `target` as in request_options (0: the link's peer).
+  void notify(transport::link_id link, wire::body body, shared_bytes payload = {}, node_id target = {});
   void reply(const request_context& ctx, wire::body body, shared_bytes payload = {});
   void reply_error(const request_context& ctx, const error& err);
   /// Writes the frames held while the actor was busy (on flush_atom).

@@ -59,9 +59,45 @@ void tell_drop(self_ptr self, const master::stale_version& s) {
     auto& st = self->state;
     auto* m = st.members.find(s.holder);
     if (m == nullptr || m->state != wire::member_state::up) return;  // it lost its data or will reconcile
-    st.ep->notify(m->link, wire::drop{s.key, s.version});
+    // Asked, not told: the owner's route may change under it (its own link
+    // lost, a relay gone), and a drop that never arrives leaves bytes no
+    // key names until the owner registers again.
+    ask_member(self, *m, wire::drop{s.key, s.version}, st.ep->now() + drop_timeout, [](result<wire::message>) {});
   });
 }
+
+void ask_member(self_ptr self, const master::member& m, wire::body body, clock_time deadline,
+                reply_handler on_reply) {
+  auto& st = self->state;
+  auto id = m.id;
+  auto again = [self, id, body, deadline, on_reply](error why) mutable {
+    // The route was lost (no link, its link gone, a relay that cannot pass
+    // it on): the owner comes by another way with its next request, which
+    // moves its route; ask again on that one while time remains.
+    auto& st = self->state;
+    if (st.ep->now() + member_route_retry >= deadline) return on_reply(std::move(why));
+    auto wait = st.next_waiting++;
+    st.waiting.emplace(wait, [self, id, body = std::move(body), deadline, on_reply = std::move(on_reply), why]() mutable {
+      auto* m = self->state.members.find(id);
+      if (m == nullptr || m->state != wire::member_state::up) return on_reply(std::move(why));
+      ask_member(self, *m, std::move(body), deadline, std::move(on_reply));
+    });
+    self->delayed_send(self, member_route_retry, resume_atom::value, wait);
+  };
+  if (m.link == 0) return again(error{errc::unavailable, "no route to " + describe_owner(m) + " now"});
+  // Each try is short: a link gone quiet (a cut path, a relay whose own
+  // link went quiet) holds what it was given, while the owner already
+  // comes another way, which its next request shows.
+  auto attempt_until = std::min(deadline, st.ep->now() + member_attempt_timeout);
+  st.ep->request(m.link, body, {}, attempt_until, request_options{m.via.value != 0 ? m.id : node_id{}, {}},
+                 [self, on_reply, again, deadline](result<wire::message> reply, bool path_failed) mutable {
+                   bool lost = path_failed && (reply.code() == errc::unavailable ||
+                                               (reply.code() == errc::timeout && self->state.ep->now() < deadline));
+                   if (lost) return again(reply.error());
+                   on_reply(std::move(reply));
+                 });
+}
+
 
 }  // namespace master_detail
 
@@ -80,6 +116,10 @@ constexpr std::uint32_t list_limit_default = 1000;
 constexpr std::uint32_t list_limit_max = 10000;
 /// Expired keys taken out per tick, at most.
 constexpr std::size_t expire_batch = 10000;
+/// Owners listed to each owner as relays to the master, at most: a few
+/// are enough to find one that works, and each membership change sends
+/// every owner its list once.
+constexpr std::size_t relays_listed_max = 16;
 
 /// Starts the master's state over from what its store holds, as a
 /// restart would: members come back down until they register again.
@@ -87,6 +127,7 @@ result<master::recovery_stats> load_state(self_ptr self) {
   auto& st = self->state;
   st.dir = directory{};
   st.members = membership{};
+  st.members.set_generation(st.random->next());
   st.pins = master::pin_table{};
   st.slots = master::homes{};
   st.commits = master::owner_commit_log{};
@@ -223,6 +264,7 @@ wire::cluster_status_reply status_of(master_state& st) {
     s.own_commits = st.commits.applied(id);
     s.under_replicated_puts = m.under_replicated_puts;
     s.links = m.links;
+    if (m.state == wire::member_state::up) s.master_via = m.via;
     s.last_heartbeat_age_us =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(now - m.last_heartbeat).count());
     out.members.push_back(std::move(s));
@@ -252,13 +294,24 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
     st.journal->owner_commits_applied(ctx.source, r.commits_from - 1);
     changed(self);
   }
+  // A down member of that name was replaced; so was one still up only for
+  // the grace after its own link was lost (the process died and a new one
+  // took its place before the grace ran out).
   std::vector<node_id> replaced;
   for (auto& [id, m] : st.members.all()) {
-    if (id != ctx.source && m.name == r.name && m.state != wire::member_state::up) replaced.push_back(id);
+    if (id == ctx.source || m.name != r.name) continue;
+    if (m.state != wire::member_state::up || m.lost_link_by) replaced.push_back(id);
   }
-  for (auto id : replaced) replace_member(self, id);
+  for (auto id : replaced) {
+    if (st.members.mark_down(id, "replaced")) {
+      st.ep->log()->warn("{} down: a new owner of that name registered", describe_owner(*st.members.find(id)));
+      if (st.on_member_down) st.on_member_down(id, "replaced");
+    }
+    replace_member(self, id);
+  }
+  auto via = peer.id == ctx.source ? node_id{} : peer.id;
   if (!st.members.join(ctx.source, r.name, r.address, ctx.link, r.capacity_bytes, r.incarnation,
-                       st.ep->now(), r.evicts)) {
+                       st.ep->now(), r.evicts, via)) {
     answer_error(self, ctx, error{errc::overloaded, "the master's member table is full"});
     return;
   }
@@ -266,8 +319,9 @@ void on_register(self_ptr self, const request_context& ctx, const peer_info& pee
     st.journal->member_joined(*st.members.find(ctx.source));
     changed(self);
   }
-  st.ep->log()->info("owner '{}' ({}) up at {}, capacity {}", r.name, ctx.source.to_string(),
-                     r.address, format_size(r.capacity_bytes));
+  st.ep->log()->info("owner '{}' ({}) up at {}, capacity {}{}", r.name, ctx.source.to_string(),
+                     r.address, format_size(r.capacity_bytes),
+                     via.value == 0 ? std::string{} : ", reaching the master through " + via.to_string());
   auto interval_us = static_cast<std::uint64_t>(st.cfg.heartbeat_interval.count());
   answer(self, ctx, wire::register_owner_reply{interval_us, lease_us(st.cfg)});
 }
@@ -324,6 +378,11 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
   const peer_info* known = st.ep->peer(link);
   SLUICE_ASSERT(known != nullptr);
   const peer_info& peer = *known;
+  // An owner is reached the way its last request came: its own link, or
+  // the owner that relayed it.
+  if (peer.peer_role == role::owner && ctx.source.value != 0) {
+    st.members.route(ctx.source, link, ctx.source == peer.id ? node_id{} : peer.id);
+  }
   std::visit(
       overloaded{
           [&](const wire::register_owner& r) { on_register(self, ctx, peer, r); },
@@ -336,7 +395,13 @@ void dispatch(self_ptr self, transport::link_id link, wire::message msg) {
               pins_changed(self, st.pins.keep_sessions(ctx.source, live));
               st.registry.keep_sessions(ctx.source, live);
             }
-            answer(self, ctx, wire::heartbeat_reply{known});
+            // The owner's share of up owners (the relays it may use) goes
+            // out only when the owner holds another generation of it.
+            wire::heartbeat_reply out{known, st.members.generation(), {}};
+            if (known && h.owners_seen != out.owners_generation) {
+              out.owners = st.members.relays_for(ctx.source, relays_listed_max);
+            }
+            answer(self, ctx, std::move(out));
           },
           [&](const wire::place& p) { on_place(self, ctx, p); },
           [&](const wire::commit& c) { on_commit(self, ctx, c); },
@@ -397,8 +462,14 @@ void on_tick(self_ptr self) {
   auto now = st.ep->now();
   auto timeout = std::chrono::duration_cast<clock_duration>(st.cfg.heartbeat_timeout);
   for (auto id : st.members.detect_failures(now, timeout)) {
-    st.ep->log()->warn("{} down: no heartbeat for {}", describe_owner(*st.members.find(id)),
-                       format_duration(st.cfg.heartbeat_timeout));
+    auto& m = *st.members.find(id);
+    if (m.down_reason == "link lost") {
+      st.ep->log()->warn("{} down: its link was lost and nothing came from it since, by any path",
+                         describe_owner(m));
+    } else {
+      st.ep->log()->warn("{} down: no heartbeat for {}", describe_owner(m), format_duration(st.cfg.heartbeat_timeout));
+    }
+    if (st.on_member_down) st.on_member_down(id, m.down_reason);
   }
   for (auto& s : st.dir.expire(now)) tell_drop(self, s);
   expire_commit_waits(self);
@@ -428,8 +499,11 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   auto& st = self->state;
   st.cfg = deps.config;
   st.random.emplace(deps.seed);
+  st.members.set_generation(st.random->next());
+  st.on_member_down = std::move(deps.on_member_down);
   st.repair = master::repair_queue{{st.cfg.repair_concurrency, st.cfg.repair_rate_bytes}};
   st.on_forgotten = std::move(deps.on_forgotten);
+  st.on_copy_evicted = std::move(deps.on_copy_evicted);
   st.on_repair = std::move(deps.on_repair);
   st.wall_ms = std::move(deps.wall_ms);
   st.ep.emplace(self, *deps.net, deps.identity, get_logger("master"),
@@ -445,6 +519,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.plant_mq_forget_acks_on_move = deps.plant_mq_forget_acks_on_move;
   if (st.plant_mq_forget_acks_on_move) st.mq_groups.plant_forget_acks_on_move();
   st.plant_mq_keep_consumed_payloads = deps.plant_mq_keep_consumed_payloads;
+  st.plant_no_repair = deps.plant_no_repair;
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).
   for (auto& m : boot->members) st.members.restore(std::move(m), st.ep->now());
@@ -467,9 +542,10 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
       [self](link_down_atom, transport::link_id link, const error& reason) {
         auto& st = self->state;
         st.ep->link_down(link, reason);
-        if (auto id = st.members.link_lost(link)) {
-          st.ep->log()->warn("{} down: link lost ({})", describe_owner(*st.members.find(*id)),
-                             reason.to_string());
+        auto grace = std::chrono::duration_cast<clock_duration>(st.cfg.heartbeat_interval * 2);
+        for (auto id : st.members.link_lost(link, st.ep->now(), grace)) {
+          st.ep->log()->info("{} lost its link ({}); down unless it is heard from within {}",
+                             describe_owner(*st.members.find(id)), reason.to_string(), format_duration(st.cfg.heartbeat_interval * 2));
         }
       },
       [self](sweep_atom) { self->state.ep->sweep(); },

@@ -38,15 +38,26 @@ struct master_deps {
   /// lost by its last holder — (the simulator's checker listens); may be
   /// empty.
   std::function<void(const std::string& key)> on_forgotten = {};
+  /// Told of every copy of a key with several that an owner evicted on
+  /// purpose (the key keeps its other copies, and a copy target lowered
+  /// by one); may be empty.
+  std::function<void(const std::string& key)> on_copy_evicted = {};
   /// Told of every repair copy that ended: made or not (the simulator
   /// counts them); may be empty.
   std::function<void(bool made)> on_repair = {};
+  /// Told of every owner the master marks down for missing heartbeats or
+  /// a lost link, with that reason (the simulator's checker listens); may
+  /// be empty.
+  std::function<void(node_id owner, const std::string& why)> on_member_down = {};
   /// A planted bug, for the simulator's tests of its own checks only
   /// (mq_groups::plant_forget_acks_on_move).
   bool plant_mq_forget_acks_on_move = false;
   /// A planted bug, for the simulator's tests of its own checks only: the
   /// payloads of messages every group consumed are never freed.
   bool plant_mq_keep_consumed_payloads = false;
+  /// A planted bug, for the simulator's tests of its own checks only: the
+  /// master counts objects short of copies but never makes a copy.
+  bool plant_no_repair = false;
 };
 
 /// What the master recovered from its store when it started.

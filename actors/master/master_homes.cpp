@@ -52,7 +52,7 @@ void invalidate_at(self_ptr self, const std::string& key, node_id holder, bool f
   if (home) st.recalling.insert(slot);
   wire::invalidate inv{key, st.slots.generation()};
   auto cap = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
-  st.ep->request(m->link, std::move(inv), {}, std::min(deadline, cap),
+  ask_member(self, *m, std::move(inv), std::min(deadline, cap),
                  [self, holder, slot, home, for_other, deadline, then = std::move(then)](result<wire::message> reply) mutable {
                    after_flushed(self, holder, reply, deadline, [self, holder, slot, home, for_other, then](result<void> ok) {
                      auto& st = self->state;
@@ -76,7 +76,7 @@ void with_slot_settled(self_ptr self, const std::string& key, node_id requester,
   if (m == nullptr || m->state != wire::member_state::up) return then(unreachable(m, "is down"));
   auto owner = *home;
   auto cap = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
-  st.ep->request(m->link, wire::barrier{}, {}, std::min(deadline, cap),
+  ask_member(self, *m, wire::barrier{}, std::min(deadline, cap),
                  [self, owner, deadline, then = std::move(then)](result<wire::message> reply) mutable {
                    after_flushed(self, owner, reply, deadline, std::move(then));
                  });
@@ -108,7 +108,7 @@ void with_all_settled(self_ptr self, node_id requester, clock_time deadline, con
       continue;
     }
     auto cap = st.ep->now() + std::chrono::duration_cast<clock_duration>(invalidate_timeout);
-    st.ep->request(m->link, wire::barrier{}, {}, std::min(deadline, cap),
+    ask_member(self, *m, wire::barrier{}, std::min(deadline, cap),
                    [self, h, deadline, one](result<wire::message> reply) { after_flushed(self, h, reply, deadline, one); });
   }
 }

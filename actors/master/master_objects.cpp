@@ -65,6 +65,7 @@ void when_not_served(self_ptr self, const std::string& key, node_id holder, cont
                     if (st.members.mark_down(holder, "did not answer an invalidation")) {
                       st.ep->log()->warn("{} down: did not answer an invalidation ({})",
                                          describe_owner(*st.members.find(holder)), ok.error().to_string());
+                      if (st.on_member_down) st.on_member_down(holder, "did not answer an invalidation");
                     }
                     lapse(ok.error(), std::move(then));
                   });
@@ -321,6 +322,14 @@ void on_remove(self_ptr self, const request_context& ctx, const wire::remove_key
 void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
   auto& st = self->state;
   auto* entry = st.dir.find_any(e.key);
+  // A version the master lists for nobody here and that is no put's in
+  // flight on this owner is bytes nothing names (a drop that never
+  // arrived, a copy taken out while the owner was away): it may go. (The
+  // request names the owner's own commits; they are applied by now.)
+  bool listed = entry != nullptr && entry->version == e.version && entry->held_by(ctx.source);
+  if (!listed && !st.dir.pending_on(e.key, e.version, ctx.source)) {
+    return answer(self, ctx, wire::evict_reply{true});
+  }
   bool granted = entry != nullptr && !st.pins.pinned(e.key, st.wall_ms());
   auto outcome = granted ? st.dir.evict(e.key, e.version, ctx.source) : master::evicted_copy::refused;
   if (outcome == master::evicted_copy::key) {
@@ -333,6 +342,7 @@ void on_evict(self_ptr self, const request_context& ctx, const wire::evict& e) {
     st.dir.settle_copies(e.key);
     st.journal->object_committed(e.key, *st.dir.find_any(e.key));
     changed(self);
+    if (st.on_copy_evicted) st.on_copy_evicted(e.key);
   }
   answer(self, ctx, wire::evict_reply{outcome != master::evicted_copy::refused});
 }

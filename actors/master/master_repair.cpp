@@ -155,19 +155,20 @@ void start_copy(self_ptr self, const std::string& key) {
     st.ep->log()->info("repair {}: the copy to owner {} failed: {}", key, target.to_string(), why.to_string());
     start_copies(self);
   };
-  auto send = [self, key, size, failed, link = m->link, request = wire::repair_copy{key, version, size, std::move(c.readable)},
-               deadline]() mutable {
-    self->state.ep->request(link, std::move(request), {}, deadline,
-                            [self, key, size, failed](result<wire::message> reply) {
-                              auto& st = self->state;
-                              auto ok = reply_body<wire::ok_reply>(reply);
-                              if (!ok) return failed(ok.error());
-                              st.repair.finished(key, true, size, st.ep->now());
-                              if (st.on_repair) st.on_repair(true);
-                              forget_lost_copies(self, key, st.ep->now());
-                              repair_check(self, key);
-                              start_copies(self);
-                            });
+  auto send = [self, key, size, failed, target = *target,
+               request = wire::repair_copy{key, version, size, std::move(c.readable)}, deadline]() mutable {
+    auto* m = self->state.members.find(target);
+    if (m == nullptr || m->state != wire::member_state::up) return failed(error{errc::unavailable, "it is down"});
+    ask_member(self, *m, std::move(request), deadline, [self, key, size, failed](result<wire::message> reply) {
+      auto& st = self->state;
+      auto ok = reply_body<wire::ok_reply>(reply);
+      if (!ok) return failed(ok.error());
+      st.repair.finished(key, true, size, st.ep->now());
+      if (st.on_repair) st.on_repair(true);
+      forget_lost_copies(self, key, st.ep->now());
+      repair_check(self, key);
+      start_copies(self);
+    });
   };
   // A key whose only live holder has since been handed its slot: the
   // slot comes back first, or the new copy would be refused.
@@ -183,6 +184,7 @@ void start_copy(self_ptr self, const std::string& key) {
 
 void start_copies(self_ptr self) {
   auto& st = self->state;
+  if (st.plant_no_repair) return;
   while (auto key = st.repair.next(st.ep->now())) start_copy(self, *key);
 }
 

@@ -29,8 +29,19 @@ namespace sluice::master_detail {
 /// Pending puts get this long beyond their own deadline to commit.
 constexpr std::chrono::seconds pending_grace{2};
 /// How long an owner has to answer an invalidation (or a barrier) before
-/// it is declared down (and then its lease is waited out).
-constexpr std::chrono::seconds invalidate_timeout{2};
+/// it is declared down (and then its lease is waited out): as long as the
+/// default heartbeat timeout, so that an owner whose path failed has found
+/// another (through a relay, each failed try of one costing a heartbeat
+/// deadline) before it is taken for lost.
+constexpr std::chrono::seconds invalidate_timeout{3};
+/// How long a drop is asked for again while the owner's route changes.
+constexpr std::chrono::seconds drop_timeout{5};
+/// A request to an owner whose route was lost is sent again this much
+/// later, on the route its next request set (ask_member).
+constexpr std::chrono::milliseconds member_route_retry{50};
+/// Each try of a request to an owner waits this long at most, then goes
+/// again on the owner's route of the time (ask_member).
+constexpr std::chrono::milliseconds member_attempt_timeout{300};
 
 /// What the master starts from: its durable state, read before the actor
 /// runs.
@@ -91,7 +102,9 @@ struct master_state {
   /// Wall time in ms since the Unix epoch (TTLs are kept in it).
   std::function<std::int64_t()> wall_ms;
   std::function<void(const std::string&)> on_forgotten;
+  std::function<void(const std::string&)> on_copy_evicted;
   std::function<void(bool)> on_repair;
+  std::function<void(node_id, const std::string&)> on_member_down;
   /// Expired keys being taken out (waiting for their holders).
   std::set<std::string> expiring;
   /// Work waiting for an owner's lease to run out, by id.
@@ -103,6 +116,7 @@ struct master_state {
   /// The planted bug of master_deps, set on every mq_groups made.
   bool plant_mq_forget_acks_on_move = false;
   bool plant_mq_keep_consumed_payloads = false;
+  bool plant_no_repair = false;
   /// One per member at most (a new poll answers the one before).
   std::map<master::mq_member_id, mq_parked_poll> mq_polls;
   /// By topic, oldest first; mq_blocked_max in all.
@@ -151,6 +165,15 @@ void answer_error(self_ptr self, const request_context& ctx, error err);
 void tell_drop(self_ptr self, const master::stale_version& s);
 
 // --- membership (master.cpp) ---
+
+/// Sends owner `m` a request the way its own requests last came: on its
+/// own link, or through the owner that relayed them. When that route is
+/// lost (no route, its link lost, a relay that cannot pass it on, or no
+/// answer within 300 ms), the request goes again 50 ms later, on
+/// whatever route the owner's next request set, until `deadline`. So it may arrive twice: only idempotent
+/// requests go this way (invalidations, barriers, drops, repair copies).
+void ask_member(self_ptr self, const master::member& m, wire::body body, clock_time deadline,
+                reply_handler on_reply);
 
 /// Runs `then` once the lease `holder` may still hold has surely run out:
 /// a lease starts before the heartbeat that renewed it reached us.

@@ -76,6 +76,7 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             st.index->erase_version(d.key, d.version);
             st.store->drop(d.key, d.version);
             gone(self, d.key, d.version);
+            st.ep->reply(ctx, wire::ok_reply{});  // the master asks (a notification is not answered)
           },
           [&](wire::invalidate& i) {
             st.index->erase(i.key);
@@ -113,19 +114,7 @@ void on_link_down(self_ptr self, transport::link_id link, const error& reason) {
   // A client that went away never commits: its reservations go back.
   std::erase_if(st.reservations, [link](const auto& entry) { return entry.second.link == link; });
   rpc_link_down(self, link, reason);
-  if (st.master_link == link) {
-    // Say it once when the master goes away, not on every failed retry.
-    auto level = st.master_warned ? spdlog::level::debug : spdlog::level::warn;
-    st.master_warned = true;
-    st.ep->log()->log(level, "no link to the master at {}: {}; retrying every {}", st.cfg.master,
-                      reason.to_string(), format_duration(st.cfg.reconnect_interval));
-    st.master_link.reset();
-    st.registered = false;
-    st.index->set_lease({});
-    st.index->give_up_all();
-    st.lease_until = {};
-    schedule_reconnect(self);
-  }
+  if (st.master_link == link) master_link_lost(self, reason);
 }
 
 owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
@@ -145,6 +134,7 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
   st.ep->set_stamp([index = st.index] { return index->sent_through(); });
   st.index->set_max_value_bytes(st.cfg.fast_puts ? st.cfg.max_value_bytes : 0);
   init_links(self, deps.links);
+  init_master_paths(self);
   init_gpu(self, deps.gpu);
   connect_master(self);
   return {
@@ -177,11 +167,11 @@ owner_actor::behavior_type owner_behavior(self_ptr self, owner_deps deps) {
       },
       [self](reconnect_atom) {
         self->state.reconnect_armed = false;
-        if (!self->state.master_link) connect_master(self);
+        connect_master(self);
       },
       [self](stop_atom) {
         auto& st = self->state;
-        if (st.master_link && st.registered) st.ep->notify(*st.master_link, wire::leave{});
+        if (st.registered) tell_master(self, wire::leave{});
         self->quit();
         return true;
       },

@@ -36,14 +36,15 @@ void send_commits_later(self_ptr self, clock_duration delay) {
 
 void send_claim(self_ptr self);
 
-/// The master answered (or not) the reports through `last` sent on `link`.
-void on_commits_reply(self_ptr self, transport::link_id link, std::uint64_t last, result<wire::message>& reply) {
+/// The master answered (or not) the reports through `last` sent in
+/// registration `session`.
+void on_commits_reply(self_ptr self, std::uint64_t session, std::uint64_t last, result<wire::message>& reply) {
   auto& st = self->state;
   auto done = reply_body<wire::owner_commits_reply>(reply);
   if (!done) {
     // Lost, refused for a gap, or the link went: everything not
     // acknowledged goes again (the master skips what it has).
-    if (st.master_link == link && st.registered) {
+    if (st.master_session == session && st.registered) {
       st.index->resend();
       send_commits_later(self, commits_retry);
     }
@@ -108,8 +109,8 @@ void send_claim(self_ptr self) {
 
 void send_commits(self_ptr self) {
   auto& st = self->state;
-  if (!st.master_link || !st.registered) return;  // registering sends them again
-  auto link = *st.master_link;
+  if (!st.registered) return;  // registering sends them again
+  auto session = st.master_session;
   // Taken first, sent after: a send that fails at once marks everything
   // for sending again, which must wait for the next round.
   std::vector<std::vector<fast_index::report>> batches;
@@ -132,8 +133,8 @@ void send_commits(self_ptr self) {
     auto last = batch.back().seq;
     st.announced_through = std::max(st.announced_through, last);
     SLUICE_ASSERT(st.announced_through <= st.index->sent_through());
-    st.ep->request(link, std::move(msg), {}, st.ep->now() + commits_timeout,
-                   [self, link, last](result<wire::message> reply) { on_commits_reply(self, link, last, reply); });
+    send_to_master(self, std::move(msg), st.ep->now() + commits_timeout,
+                   [self, session, last](result<wire::message> reply) { on_commits_reply(self, session, last, reply); });
   }
   if (st.index->versions_left() < versions_low) send_claim(self);
 }

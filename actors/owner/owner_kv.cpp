@@ -33,7 +33,7 @@ void store_and_commit(self_ptr self, std::string key, std::uint64_t version, sha
     });
   }
   if (!stored) {
-    if (st.master_link) st.ep->notify(*st.master_link, wire::abort_put{key, version});
+    tell_master(self, wire::abort_put{key, version});
     done(stored.error());
     return;
   }

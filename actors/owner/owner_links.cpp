@@ -96,21 +96,6 @@ void send_on(self_ptr self, const call_ptr& c, path_kind kind, transport::link_i
                           });
 }
 
-/// The owners that may relay to `target`, in id order, starting with the
-/// one whose turn it is.
-std::optional<std::pair<node_id, owner_entry>> pick_relay(self_ptr self, node_id target) {
-  auto& st = self->state;
-  std::vector<std::pair<node_id, owner_entry>> candidates;
-  for (auto& [id, entry] : st.owners) {
-    if (id == st.ep->me().id || id == target || entry.address.empty()) continue;
-    // A relay this owner cannot reach directly is no help.
-    if (st.links.health(id.value, path_kind::tcp) == transport::path_health::down) continue;
-    candidates.emplace_back(id, entry);
-  }
-  if (candidates.empty()) return std::nullopt;
-  return candidates[st.relay_turn[target] % candidates.size()];
-}
-
 /// Whether a try of `kind` could go anywhere: a relay needs another
 /// owner to go through — one known, or one the master may list now that
 /// its list here is old enough to ask again.
@@ -175,6 +160,21 @@ void attempt(self_ptr self, const call_ptr& c) {
 }
 
 }  // namespace
+
+/// The owners that may relay to `target`, in id order, starting with the
+/// one whose turn it is.
+std::optional<std::pair<node_id, owner_entry>> pick_relay(self_ptr self, node_id target) {
+  auto& st = self->state;
+  std::vector<std::pair<node_id, owner_entry>> candidates;
+  for (auto& [id, entry] : st.owners) {
+    if (id == st.ep->me().id || id == target || entry.address.empty()) continue;
+    // A relay this owner cannot reach directly is no help.
+    if (st.links.health(id.value, path_kind::tcp) == transport::path_health::down) continue;
+    candidates.emplace_back(id, entry);
+  }
+  if (candidates.empty()) return std::nullopt;
+  return candidates[st.relay_turn[target] % candidates.size()];
+}
 
 void init_links(self_ptr self, const links_section& cfg) {
   auto& st = self->state;

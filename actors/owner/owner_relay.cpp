@@ -1,7 +1,10 @@
 // Relaying: an owner passes on frames that other owners address to a third
 // one they cannot reach directly — requests one way, replies the other,
 // payloads and all, each frame sent on as it came (only its hop count
-// grows). A relay forwards only over its own direct links, never through
+// grows). The master counts as such a third node: an owner cut off from it
+// sends its control traffic (heartbeats, placements, commits, lookups)
+// through another owner, and the master's answers and requests to it
+// come back the same way. A relay forwards only over its own direct links, never through
 // another relay, so a frame takes at most one forwarding hop and can never
 // loop. When it cannot pass a request on, it answers the sender with
 // `unavailable` itself; the sender sees that the answer is not the
@@ -62,10 +65,17 @@ void pass_on(self_ptr self, transport::link_id from, wire::message msg, bool may
   auto& st = self->state;
   auto target = msg.env.target;
   SLUICE_ASSERT(msg.env.hops <= relay_hops_max);
-  if (st.links.health(target.value, transport::path_kind::tcp) == transport::path_health::down) {
+  // A link the target greeted on is used whatever this owner's own tries
+  // of that path said: the target may have dialed it since (and an answer
+  // for it must not be dropped).
+  auto live = st.ep->link_to(target);
+  if (!live && st.links.health(target.value, transport::path_kind::tcp) == transport::path_health::down) {
     return refuse(self, from, msg, "this owner's own link to it is down");
   }
-  auto link = direct_link(self, target);
+  auto link = live ? std::optional<result<transport::link_id>>{result<transport::link_id>{*live}} : direct_link(self, target);
+  // The master is reached over this owner's own link or not at all: its
+  // member list would not say where it is.
+  if (!link && target == st.master_id) return refuse(self, from, msg, "this owner has no link to the master now");
   if (!link && may_ask && st.parked.size() < parked_frames_max) {
     st.parked.push_back(parked_frame{from, std::move(msg)});
     SLUICE_ASSERT(st.parked.size() <= parked_frames_max);
@@ -87,9 +97,10 @@ void relay_frame(self_ptr self, transport::link_id from, wire::message msg) {
   SLUICE_ASSERT(msg.env.target.value != 0);
   SLUICE_ASSERT(msg.env.target != st.ep->me().id);
   const auto* sender = st.ep->peer(from);
-  // Only owners relay, and only for owners: clients talk to their own owner.
-  if (sender == nullptr || sender->peer_role != role::owner) {
-    return refuse(self, from, msg, "only owners relay, and only for other owners");
+  // Only owners relay, and only for owners and the master: clients talk
+  // to their own owner.
+  if (sender == nullptr || (sender->peer_role != role::owner && sender->peer_role != role::master)) {
+    return refuse(self, from, msg, "only owners relay, and only for other owners and the master");
   }
   if (msg.env.hops > relay_hops_max) return refuse(self, from, msg, "it was relayed before (hop limit)");
   pass_on(self, from, std::move(msg), true);

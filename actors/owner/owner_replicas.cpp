@@ -81,7 +81,7 @@ void register_replica(self_ptr self, const std::string& key, std::uint64_t versi
 
 void serve_repair_copy(self_ptr self, const request_context& ctx, const wire::repair_copy& r) {
   auto& st = self->state;
-  if (!st.master_link || ctx.link != *st.master_link) {
+  if (!st.registered || ctx.source != st.master_id) {
     return st.ep->reply_error(ctx, error{errc::invalid_argument, "repair copies are the master's to ask for"});
   }
   auto done = [self, ctx](result<void> ok) {

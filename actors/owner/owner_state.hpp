@@ -24,6 +24,9 @@ namespace sluice::owner_detail {
 
 /// Deadline of control requests the owner makes on its own behalf.
 constexpr std::chrono::seconds control_timeout{5};
+/// The key of the master's paths in owner_state::master_paths.
+constexpr std::uint64_t master_peer = 1;
+
 /// A get whose version was superseded before it could be read (an
 /// overwrite raced it) looks the key up again, at most this many times;
 /// then it fails with `aborted` (retry), never `not_found`: the key exists.
@@ -102,8 +105,16 @@ struct owner_state {
   /// The master this owner last registered with.
   node_id master_id;
   std::uint64_t incarnation = 0;
+  /// This owner's own link to the master ([owner] master), while it has one.
   std::optional<transport::link_id> master_link;
+  /// How the master is reached: over master_link (tcp) or through another
+  /// owner (relay), each path's health under the key master_peer.
+  transport::link_manager master_paths;
+  /// Counts registrations begun: answers to an older one are stale.
+  std::uint64_t master_session = 0;
   bool registered = false;
+  /// The tick is scheduled (it stops while this owner is not registered).
+  bool heartbeat_started = false;
   bool reconnect_armed = false;
   /// A warning about the master being unreachable was logged since the
   /// last registration.
@@ -117,8 +128,18 @@ struct owner_state {
   // --- paths to other owners (owner_links.cpp, owner_relay.cpp) ---
   links_section links_cfg;
   transport::link_manager links;
-  /// The other owners this one knows of, by id.
+  /// The other owners this one knows of, by id: the up owners as the
+  /// master last listed them (heartbeat replies), and any it learnt since.
   std::map<node_id, owner_entry> owners;
+  /// The generation of the master's owner list `owners` was filled from
+  /// (0: none yet); a heartbeat names it, and the reply carries the list
+  /// when it changed.
+  std::uint64_t owners_generation = 0;
+  /// The owners the master listed as this owner's relays to it, by id
+  /// (at most 16: the master's relays_listed_max) ...
+  std::vector<node_id> master_relays;
+  /// ... and when each last could not pass a frame on to the master.
+  std::map<node_id, clock_time> master_relay_refused;
   /// When the master's member list was last asked for, and who waits for
   /// the answer.
   clock_time owners_asked{};
@@ -195,8 +216,22 @@ using self_ptr = owner_actor::stateful_pointer<owner_state>;
 /// Asks the master; fails at once with `unavailable` while this owner is
 /// not registered.
 void ask_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply);
-/// Opens a link to the master ([owner] master) and registers with it; when
-/// the master cannot be reached, tries again later (schedule_reconnect).
+/// Sends the master a request over the best path there is now — this
+/// owner's own link, or another owner relaying — registered or not. A
+/// path that fails (no answer by the deadline, its link lost, a relay
+/// refusing) is demoted, so what is sent next takes the next path; the
+/// request itself is not sent again (the caller's retries are).
+void send_to_master(self_ptr self, wire::body body, clock_time deadline, reply_handler on_reply);
+/// The same for a notification (lost when no path is known).
+void tell_master(self_ptr self, wire::body body);
+/// This owner's own link to the master went down: a relay may still reach
+/// it (a heartbeat through one tells); otherwise the master is lost.
+void master_link_lost(self_ptr self, const error& reason);
+/// Sets up the paths to the master from [links] (its retry backoff).
+void init_master_paths(self_ptr self);
+/// Registers with the master ([owner] master) over its own link, dialed
+/// when needed, or through a relay; when the master cannot be reached,
+/// tries again later (schedule_reconnect). Nothing while registered.
 void connect_master(self_ptr self);
 /// Sends this owner a reconnect_atom after [owner] reconnect_interval
 /// (once, however often asked).
@@ -230,6 +265,9 @@ void learn_owner(self_ptr self, node_id id, const std::string& address, const st
 void refresh_owners(self_ptr self, std::function<void()> then);
 /// Tries again the paths whose retry is due (a ping over each).
 void retry_paths(self_ptr self);
+/// The owner that may relay to `target` next: an up owner this one
+/// reaches directly, other than the target, taken in turn.
+std::optional<std::pair<node_id, owner_entry>> pick_relay(self_ptr self, node_id target);
 /// How this owner reaches the owners it talked to, for its heartbeat.
 std::vector<wire::link_state> link_report(self_ptr self);
 

@@ -266,13 +266,18 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
                                                                 std::to_string(max_get_attempts) +
                                                                 " times while it was read; retry"});
     };
-    for (auto& r : where->replicas) {
-      if (r.owner != st.ep->me().id) continue;
+    auto mine = std::find_if(where->replicas.begin(), where->replicas.end(),
+                             [&st](const wire::replica& r) { return r.owner == st.ep->me().id; });
+    if (mine != where->replicas.end()) {
       if (auto bytes = st.store->get(key, where->version)) {
         used(self, key);
         return st.ep->reply(ctx, wire::kv_get_reply{where->version}, std::move(*bytes));
       }
-      return retry_or(error{errc::not_found, "the key changed while it was read"});
+      // Listed here, not held: the version moved on since the lookup, or
+      // this copy was lost; the other copies serve the read (a version
+      // that moved on is gone from them too, and the lookup goes again).
+      where->replicas.erase(mine);
+      if (where->replicas.empty()) return retry_or(error{errc::not_found, "the key changed while it was read"});
     }
     if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
     auto version = where->version;

@@ -12,6 +12,7 @@
 
 #include "api/cli/cli.hpp"
 #include "runtime/log.hpp"
+#include "sim/sim_log.hpp"
 #include "runtime/units.hpp"
 #include "sim/runner.hpp"
 
@@ -26,6 +27,7 @@ struct sim_flags {
   std::string duration = "20s";
   std::string faults = "heavy";
   std::string capacity;  // each owner's pool: "" = 256 MiB
+  std::string repair_after = "2s";
   bool check_determinism = false;
   bool verbose = false;
   bool trace = false;
@@ -69,6 +71,8 @@ std::string summary(const sim::run_report& r) {
   if (r.repair_copies + r.repair_copies_failed > 0) {
     rpc += fmt::format(", repair copies {} made/{} failed", r.repair_copies, r.repair_copies_failed);
   }
+  if (r.durable_keys > 0) rpc += fmt::format(", {} two-copy keys read back at the end", r.durable_keys);
+  if (r.relay_cuts > 0) rpc += fmt::format(", {} master-owner cuts judged by the relay check", r.relay_cuts);
   return fmt::format("{:.1f}s simulated in {:.2f}s ({:.0f}x), {} owners, {} clients, {} operations "
                      "(puts {} ok/{} failed, gets {} found/{} not found/{} failed, {} removes, {} evicted){}, "
                      "trace {:016x}",
@@ -90,6 +94,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.rdma = f.rdma;
   o.mq = f.mq;
   if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
+  if (auto after = parse_duration(f.repair_after)) o.repair_after = *after;
   return o;
 }
 
@@ -143,6 +148,8 @@ struct sweep_tally {
   std::uint64_t repair_copies = 0;
   std::uint64_t repair_copies_failed = 0;
   std::uint64_t repair_seeds = 0;  ///< seeds in which repair made a copy
+  std::uint64_t durable_keys = 0;
+  std::uint64_t relay_cuts = 0;
 
   double speedup() const { return real_s > 0 ? simulated_s / real_s : 0.0; }
 };
@@ -174,6 +181,15 @@ void print_sweep_summary(const sweep_tally& t) {
   if (t.repair_copies + t.repair_copies_failed > 0) {
     std::cout << fmt::format("repair: {} copies made ({} failed) in {} seeds", t.repair_copies,
                              t.repair_copies_failed, t.repair_seeds)
+              << "\n";
+  }
+  if (t.durable_keys > 0) {
+    std::cout << fmt::format("durability: {} keys put with two copies read back after the faults", t.durable_keys)
+              << "\n";
+  }
+  if (t.relay_cuts > 0) {
+    std::cout << fmt::format("relays: {} cuts between the master and an owner judged by the relay check",
+                             t.relay_cuts)
               << "\n";
   }
 }
@@ -212,6 +228,8 @@ int run_sweep(const sim_flags& f, seed_range seeds, sim::sim_duration d, sim::fa
     tally.repair_copies += report.repair_copies;
     tally.repair_copies_failed += report.repair_copies_failed;
     tally.repair_seeds += report.repair_copies > 0 ? 1 : 0;
+    tally.durable_keys += report.durable_keys;
+    tally.relay_cuts += report.relay_cuts;
     if (total == 1) print_single(f, report);
     if (!report.passed()) {
       tally.failed.push_back(options);
@@ -245,6 +263,8 @@ int run_sim(const sim_flags& f) {
     }
   }
   (void)configure_logging(f.verbose ? "info" : "off");
+  // Log lines carry the virtual time and the node, in the trace's order.
+  if (f.verbose) set_log_sink(sim::make_log_sink());
   auto d = std::chrono::duration_cast<sim::sim_duration>(*duration);
   if (f.check_determinism) return run_determinism(f, *seeds, d, *level);
   return run_sweep(f, *seeds, d, *level);
@@ -260,11 +280,17 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--owners", f->owners, "Owners (swarm draws its own)")->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--clients", f->clients, "Clients (swarm draws its own)")->capture_default_str()->check(CLI::Range(1, 128));
   cmd->add_option("--duration", f->duration, "Simulated time of the faulty phase, e.g. 60s")->capture_default_str();
-  cmd->add_option("--faults", f->faults, "none, light, heavy or swarm")->capture_default_str();
+  cmd->add_option("--faults", f->faults, "none, light, heavy, swarm or cuts")->capture_default_str();
   cmd->add_option("--capacity", f->capacity, "Each owner's pool, e.g. 256KiB: small pools make owners evict")
       ->check([](const std::string& text) {
         auto size = parse_size(text);
         return size && *size >= 4096 ? std::string{} : std::string{"a size of at least 4KiB, e.g. 256KiB"};
+      });
+  cmd->add_option("--repair-after", f->repair_after,
+                  "The master's repair_after: copies on an owner down this long are made again elsewhere")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        return parse_duration(text) ? std::string{} : std::string{"a duration, e.g. 2s or 1h"};
       });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
   cmd->add_flag("--rpc", f->rpc, "Clients also serve names and call each other, every call judged");

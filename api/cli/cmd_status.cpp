@@ -65,6 +65,7 @@ void print_json(const cluster_status& s) {
                        {"own_commits", m.own_commits},
                        {"under_replicated_puts", m.under_replicated_puts},
                        {"since_heartbeat_us", m.since_heartbeat.count()},
+                       {"master_via", m.master_via_id},
                        {"links", links_json(m)}});
   }
   nlohmann::json repair = {{"under_replicated", s.repair.under_replicated},
@@ -125,11 +126,14 @@ void print_table(const cluster_status& s) {
   std::printf("%-28s %-16s %-5s %-22s %8s %11s %11s %9s %5s %s\n", "OWNER", "ID", "STATE", "ADDRESS",
               "OBJECTS", "USED", "CAPACITY", "EVICTIONS", "SLOTS", "HEARTBEAT");
   for (auto& m : s.members) {
+    // An owner that reaches the master through another says which.
+    auto heard = age(m.since_heartbeat);
+    if (!m.master_via_id.empty()) heard += " via " + name_of(s, m.master_via_id);
     std::printf("%-28s %-16s %-5s %-22s %8llu %11s %11s %9llu %5u %s\n", m.name.c_str(), m.id.c_str(),
                 m.up ? "up" : "down", m.address.c_str(),
                 static_cast<unsigned long long>(m.object_count), format_size(m.used_bytes).c_str(),
                 format_size(m.capacity_bytes).c_str(), static_cast<unsigned long long>(m.evictions),
-                m.home_slots, age(m.since_heartbeat).c_str());
+                m.home_slots, heard.c_str());
   }
   auto& r = s.repair;
   std::printf("\nrepair: %llu under-replicated (%llu without a live copy), %llu in flight, "

@@ -21,6 +21,7 @@ result<cluster_status> to_status(result<wire::message>& reply) {
     info.up = m.state == wire::member_state::up;
     static_cast<member_usage&>(info) = m;
     info.since_heartbeat = std::chrono::microseconds{m.last_heartbeat_age_us};
+    if (m.master_via.value != 0) info.master_via_id = m.master_via.to_string();
     for (auto& l : m.links) {
       link_info link{l.peer.to_string(), l.peer_name, l.active, l.via.value == 0 ? "" : l.via.to_string(), {}};
       for (auto& p : l.paths) {

@@ -337,6 +337,7 @@ the GIL while it waits. Usable as a context manager, which closes it.
           d["under_replicated_puts"] = mi.under_replicated_puts;
           d["stored_bytes"] = mi.stored_bytes;
           d["stored_objects"] = mi.stored_objects;
+          d["master_via"] = mi.master_via_id;
           members.append(d);
         }
         py::dict out;

@@ -52,10 +52,19 @@ void write_member(s::Envelope::Body::Builder b, const heartbeat& x) {
   for (unsigned i = 0; i < x.sessions.size(); ++i) list.set(i, x.sessions[i]);
   write_links(h.initLinks(static_cast<unsigned>(x.links.size())), x.links);
   h.setUnderReplicatedPuts(x.under_replicated_puts);
+  h.setOwnersSeen(x.owners_seen);
 }
 
 void write_member(s::Envelope::Body::Builder b, const heartbeat_reply& x) {
-  b.initHeartbeatReply().setKnown(x.known);
+  auto r = b.initHeartbeatReply();
+  r.setKnown(x.known);
+  r.setOwnersGeneration(x.owners_generation);
+  auto owners = r.initOwners(static_cast<unsigned>(x.owners.size()));
+  for (unsigned i = 0; i < x.owners.size(); ++i) {
+    owners[i].setId(x.owners[i].id.value);
+    owners[i].setName(x.owners[i].name);
+    owners[i].setAddress(x.owners[i].address);
+  }
 }
 
 void write_member(s::Envelope::Body::Builder b, const ping&) { b.setPing(); }
@@ -91,11 +100,18 @@ result<body> read_membership(s::Envelope::Body::Reader b) {
     case W::HEARTBEAT: {
       auto h = b.getHeartbeat();
       heartbeat out{h.getUsedBytes(), h.getObjectCount(), h.getEvictions(), {}, read_links(h.getLinks()),
-                    h.getUnderReplicatedPuts()};
+                    h.getUnderReplicatedPuts(), h.getOwnersSeen()};
       for (auto s : h.getSessions()) out.sessions.push_back(s);
       return body{std::move(out)};
     }
-    case W::HEARTBEAT_REPLY: return body{heartbeat_reply{b.getHeartbeatReply().getKnown()}};
+    case W::HEARTBEAT_REPLY: {
+      auto r = b.getHeartbeatReply();
+      heartbeat_reply out{r.getKnown(), r.getOwnersGeneration(), {}};
+      for (auto o : r.getOwners()) {
+        out.owners.push_back(owner_address{node_id{o.getId()}, from_text(o.getName()), from_text(o.getAddress())});
+      }
+      return body{std::move(out)};
+    }
     case W::PING: return body{ping{}};
     case W::LEAVE: return body{leave{}};
     default: break;

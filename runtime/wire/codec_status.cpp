@@ -66,6 +66,7 @@ void write_status(s::ClusterStatusReply::Builder b, const cluster_status_reply& 
     out.setHomeSlots(m.home_slots);
     out.setOwnCommits(m.own_commits);
     out.setUnderReplicatedPuts(m.under_replicated_puts);
+    out.setMasterVia(m.master_via.value);
     write_links(out.initLinks(static_cast<unsigned>(m.links.size())), m.links);
   }
 }
@@ -96,6 +97,7 @@ cluster_status_reply read_status(s::ClusterStatusReply::Reader r) {
     x.home_slots = m.getHomeSlots();
     x.own_commits = m.getOwnCommits();
     x.under_replicated_puts = m.getUnderReplicatedPuts();
+    x.master_via = node_id{m.getMasterVia()};
     x.links = read_links(m.getLinks());
     out.members.push_back(std::move(x));
   }

@@ -101,6 +101,18 @@ struct heartbeat {
   /// Puts placed through the owner that left their version with fewer
   /// copies than asked, since the owner started.
   std::uint64_t under_replicated_puts{};
+  /// The generation of the master's list of up owners the owner holds
+  /// (heartbeat_reply); 0: none.
+  std::uint64_t owners_seen{};
+};
+
+/// An up owner, as the master lists the owners to each other: the relays
+/// each may use.
+struct owner_address {
+  node_id id;
+  std::string name;
+  std::string address;
+  friend bool operator==(const owner_address&, const owner_address&) = default;
 };
 
 /// Owner → master: this owner is stopping; mark it down now rather than
@@ -111,6 +123,11 @@ struct heartbeat_reply {
   /// False when the master does not know the sender (it restarted, or it
   /// declared the sender down): the owner registers again.
   bool known = false;
+  /// The generation of the master's list of up owners; `owners` holds the
+  /// owner's share of it (the relays it may use to reach the master) when
+  /// the heartbeat named another generation, else nothing.
+  std::uint64_t owners_generation = 0;
+  std::vector<owner_address> owners;
 };
 
 // --- object directory (owner <-> master) -------------------------------
@@ -823,6 +840,7 @@ struct member_status : member_usage {
   member_state state = member_state::up;
   std::uint64_t last_heartbeat_age_us = 0;
   std::vector<link_state> links;     ///< as the owner last reported
+  node_id master_via;                ///< the owner relaying its requests to the master; 0: none
 };
 
 struct cluster_status {};

@@ -323,6 +323,14 @@ struct Heartbeat {
   sessions @3 :List(UInt64);  # node ids of the clients connected to the owner now
   links @4 :List(LinkState);  # how the owner reaches the other owners it talked to
   underReplicatedPuts @5 :UInt64;  # puts that left their version with fewer copies than asked, since it started
+  ownersSeen @6 :UInt64;   # the generation of the master's owner list the owner holds (HeartbeatReply)
+}
+
+# An up owner, as the master lists the owners to each other (relays).
+struct OwnerAddress {
+  id @0 :UInt64;
+  name @1 :Text;
+  address @2 :Text;
 }
 
 # One way an owner reaches a peer, as its link manager sees it.
@@ -345,6 +353,8 @@ struct LinkState {
 
 struct HeartbeatReply {
   known @0 :Bool;
+  ownersGeneration @1 :UInt64;      # the master's owner list now ...
+  owners @2 :List(OwnerAddress);    # ... and the list, when the heartbeat saw another generation
 }
 
 struct Replica {
@@ -404,6 +414,7 @@ struct MemberStatus {
   ownCommits @13 :UInt64;     # puts the owner committed itself that the master applied
   links @14 :List(LinkState);  # as the owner last reported
   underReplicatedPuts @15 :UInt64;  # as the owner last reported (heartbeat)
+  masterVia @16 :UInt64;      # the owner its requests to the master last came through; 0: its own link
 }
 
 struct ClusterStatusReply {

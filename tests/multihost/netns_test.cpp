@@ -1,8 +1,9 @@
 // Three hosts on one machine (network namespaces on a bridge), one owner
-// each and the master on the middle one, driven through the `sluice`
+// each and the master on one of them, driven through the `sluice`
 // launcher inside each host as a user would: values move between hosts,
-// keep moving through the third host when the path between two is cut,
-// and arrive whole or fail typed, on time, when packets are lost.
+// keep moving through the third host when the path between two is cut —
+// control traffic to the master too — and arrive whole or fail typed, on
+// time, when packets are lost.
 
 #include <doctest/doctest.h>
 
@@ -25,7 +26,7 @@ using sluice::test::temp_path;
 
 const std::string sluice_bin = SLUICE_BINARY;
 constexpr int host_a = 0;
-constexpr int host_b = 1;  // the master's host, the relay
+constexpr int host_b = 1;  // the master's host unless a test says otherwise, the relay
 constexpr int host_c = 2;
 
 // Owners that keep no copies (so a get after the cut must cross hosts
@@ -65,9 +66,9 @@ std::string pattern(std::size_t size, unsigned seed) {
 
 class three_hosts {
  public:
-  three_hosts() : lab_(netns_lab::create_or_skip(3)) {
+  explicit three_hosts(int master_host = host_b) : lab_(netns_lab::create_or_skip(3)), master_host_(master_host) {
     config_ = write_file("owner.toml", owner_config);
-    master_ = start(host_b, {"master", "--listen", lab_->address(host_b) + ":7071", "--in-memory"});
+    master_ = start(master_host_, {"master", "--listen", master_address(), "--in-memory"});
     for (int h = 0; h < 3; ++h) {
       owners_.push_back(start(h, {"owner", "--master", master_address(), "--listen", owner_address(h), "--config",
                                   config_}));
@@ -85,7 +86,7 @@ class three_hosts {
   }
 
   netns_lab& lab() { return *lab_; }
-  std::string master_address() const { return lab_->address(host_b) + ":7071"; }
+  std::string master_address() const { return lab_->address(master_host_) + ":7071"; }
   std::string owner_address(int h) const { return lab_->address(h) + ":7070"; }
 
   /// `sluice kv ARGS --connect <host's owner>` inside the host.
@@ -97,7 +98,7 @@ class three_hosts {
   }
 
   nlohmann::json status() {
-    auto r = lab_->exec(host_b, sluice_bin, {"status", "--json", "--connect", master_address()});
+    auto r = lab_->exec(master_host_, sluice_bin, {"status", "--json", "--connect", master_address()});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
     return nlohmann::json::parse(r.out);
   }
@@ -129,6 +130,14 @@ class three_hosts {
     return {};
   }
 
+  /// The member entry of the owner listening at `address`.
+  static nlohmann::json member(const nlohmann::json& s, const std::string& address) {
+    for (auto& m : s["members"]) {
+      if (m["address"] == address) return m;
+    }
+    return {};
+  }
+
  private:
   std::unique_ptr<process> start(int host, std::vector<std::string> args) {
     auto p = lab_->spawn(host, sluice_bin, std::move(args), temp_path("node.log"));
@@ -138,6 +147,7 @@ class three_hosts {
   }
 
   std::unique_ptr<netns_lab> lab_;  // first in, last out
+  int master_host_;
   std::string config_;
   std::unique_ptr<process> master_;
   std::vector<std::unique_ptr<process>> owners_;
@@ -234,4 +244,60 @@ TEST_CASE("multihost: with packets lost at random every get returns the right by
   }
   MESSAGE(found << " of " << keys << " gets succeeded under loss; the slowest took " << slowest << " s");
   CHECK(found > 0);
+}
+
+TEST_CASE("multihost: with the master's path to host C cut, host C's owner stays up through host B, and puts and gets through it work") {
+  three_hosts hosts{host_a};  // the master on host A
+  auto a = hosts.owner_address(host_a);
+  auto b = hosts.owner_address(host_b);
+  auto c = hosts.owner_address(host_c);
+  auto before = hosts.status();
+  CHECK(three_hosts::member(before, c)["master_via"] == "");
+  std::string b_id = three_hosts::member(before, b)["id"];
+
+  hosts.lab().cut(host_a, host_c);
+  // The master hears host C's owner through host B before its heartbeat
+  // timeout (3 s) runs out ...
+  auto relayed = hosts.await([&](const nlohmann::json& s) { return three_hosts::member(s, c)["master_via"] == b_id; });
+  CHECK(three_hosts::member(relayed, c)["state"] == "up");
+  // ... and goes on hearing it: never down, for well past that timeout.
+  auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < 8.0) {
+    auto s = hosts.status();
+    auto m = three_hosts::member(s, c);
+    REQUIRE_MESSAGE(m["state"] == "up", "host C's owner went down with a relay left: " << s.dump());
+    CHECK(m["master_via"] == b_id);
+    std::this_thread::sleep_for(250ms);
+  }
+
+  // Puts and gets through host C's owner: placed and committed by the
+  // master through host B, values stored on either side of the cut.
+  for (int i = 0; i < 6; ++i) {
+    auto value = pattern(64 << 10, 100 + static_cast<unsigned>(i));
+    auto in = write_file("value", value);
+    std::vector<std::string> put{"put", "cut/" + std::to_string(i), in, "--timeout-ms", "5000"};
+    if (i % 2 == 0) {
+      put.push_back("--owner");
+      put.push_back("owner@" + a);  // across the cut: stored through B too
+    }
+    auto r = hosts.kv(host_c, put);
+    REQUIRE_MESSAGE(r.exit_code == 0, "put " << i << ": " << r.err);
+    auto out = temp_path("got");
+    auto got = hosts.kv(host_c, {"get", "cut/" + std::to_string(i), "-o", out, "--timeout-ms", "5000"});
+    REQUIRE_MESSAGE(got.exit_code == 0, "get " << i << ": " << got.err);
+    CHECK(read_file(out) == value);
+    auto listed = hosts.kv(host_c, {"ls", "cut/"});
+    REQUIRE_MESSAGE(listed.exit_code == 0, listed.err);
+  }
+  CHECK(three_hosts::member(hosts.status(), c)["state"] == "up");
+
+  // The table says it too.
+  auto table = hosts.lab().exec(host_a, sluice_bin, {"status", "--connect", hosts.master_address()});
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(table.out.find(" via ") != std::string::npos);
+
+  // Healed, the owner goes back to its own link.
+  hosts.lab().heal(host_a, host_c);
+  auto healed = hosts.await([&](const nlohmann::json& s) { return three_hosts::member(s, c)["master_via"] == ""; });
+  CHECK(three_hosts::member(healed, c)["state"] == "up");
 }

@@ -120,3 +120,75 @@ TEST_CASE("sim: on a slow and lossy path between two owners values still arrive 
   CHECK((*again)->payload.as_string_view() == lossy.as_string_view());
   CHECK(w.net().retransmitted() > 0);
 }
+
+namespace {
+
+/// The master's status entry of owner `o`.
+std::optional<wire::member_status> member_of(world& w, int o) {
+  auto [reply, took] = call(w, 1, wire::cluster_status{});
+  if (!reply || !*reply) return std::nullopt;
+  auto status = reply_body<wire::cluster_status_reply>(*reply);
+  if (!status) return std::nullopt;
+  for (auto& m : status->members) {
+    if (m.name == w.name_of(w.owner_index(o))) return m;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("sim: an owner cut off from the master stays up through another owner, and puts and gets through it go on") {
+  world w{staged(14)};
+  w.run_until(w.now() + 2s);
+  auto cut = w.net().cut_pair(w.master_index(), w.owner_index(0));
+  // Well past the heartbeat timeout (3 s): owner 0 never goes down, and
+  // the master hears it through one of the other two.
+  for (int second = 0; second < 10; ++second) {
+    w.run_until(w.now() + 1s);
+    auto m = member_of(w, 0);
+    REQUIRE(m.has_value());
+    REQUIRE_MESSAGE(m->state == wire::member_state::up, "owner-0 went down " << second << " s into the cut");
+    if (second >= 2) {
+      CHECK(m->master_via.value != 0);
+      CHECK(m->master_via != w.id_of(w.owner_index(0)));
+    }
+  }
+  // A put through owner 0 (placed and committed through the relay) and
+  // its get, twice, with the value on owner 0 and on owner 1.
+  for (int i = 0; i < 2; ++i) {
+    auto key = "cut/" + std::to_string(i);
+    auto value = make_value(key, put_id{0, static_cast<std::uint64_t>(i + 1)}, 30'000);
+    auto prefer = i == 0 ? std::string{} : w.name_of(w.owner_index(1));
+    auto [put, put_took] = call(w, 0, wire::kv_put{key, {}, 0, 1, prefer}, value);
+    REQUIRE(put.has_value());
+    REQUIRE_MESSAGE(put->ok(), put->error().to_string());
+    auto [got, got_took] = call(w, 0, wire::kv_get{key});
+    REQUIRE(got.has_value());
+    REQUIRE_MESSAGE(got->ok(), got->error().to_string());
+    CHECK((*got)->payload.as_string_view() == value.as_string_view());
+  }
+  // Healed, owner 0 goes back to its own link.
+  w.net().heal(cut);
+  w.run_until(w.now() + 8s);
+  auto back = member_of(w, 0);
+  REQUIRE(back.has_value());
+  CHECK(back->state == wire::member_state::up);
+  CHECK(back->master_via.value == 0);
+}
+
+TEST_CASE("sim: without relays an owner cut off from the master goes down, and comes back once the cut heals") {
+  auto cfg = staged(15);
+  cfg.no_relays = true;
+  world w{cfg};
+  w.run_until(w.now() + 2s);
+  auto cut = w.net().cut_pair(w.master_index(), w.owner_index(0));
+  w.run_until(w.now() + 6s);
+  auto m = member_of(w, 0);
+  REQUIRE(m.has_value());
+  CHECK(m->state == wire::member_state::down);
+  w.net().heal(cut);
+  w.run_until(w.now() + 6s);
+  auto back = member_of(w, 0);
+  REQUIRE(back.has_value());
+  CHECK(back->state == wire::member_state::up);
+}

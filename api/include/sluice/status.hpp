@@ -60,6 +60,9 @@ struct member_info : member_usage {
   /// Owners: how it reaches the other owners it talked to, as it last
   /// reported.
   std::vector<link_info> links;
+  /// The owner its requests to the master come through when it cannot
+  /// reach the master directly (node id); empty: its own link.
+  std::string master_via_id;
 };
 
 /// Objects with fewer copies than their puts asked for, and the copies

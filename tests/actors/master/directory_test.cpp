@@ -97,20 +97,59 @@ TEST_CASE("directory: versions keep growing across a delete") {
   CHECK(v2 > v1);
 }
 
-TEST_CASE("membership: an owner is down after its link is lost or its heartbeats stop") {
+TEST_CASE("membership: an owner is down after its link is lost and a grace passes, or its heartbeats stop") {
+  using sluice::clock_duration;
+  auto timeout = std::chrono::duration_cast<clock_duration>(3s);
+  auto grace = std::chrono::duration_cast<clock_duration>(1s);
   sluice::master::membership m;
   REQUIRE(m.join(a, "a", "h:1", 11, 100, 1, t0));
   REQUIRE(m.join(b, "b", "h:2", 12, 100, 1, t0));
   CHECK(m.up_owners().size() == 2);
-  CHECK(m.link_lost(11) == std::optional<node_id>{a});
-  CHECK_FALSE(m.is_up(a));
+  CHECK(m.link_lost(11, t0, grace) == std::vector<node_id>{a});
+  CHECK(m.find(a)->link == 0);
+  CHECK(m.is_up(a));  // for the grace: a relay may still reach it
+  CHECK(m.detect_failures(t0 + 500ms, timeout).empty());
+  CHECK(m.detect_failures(t0 + 1s, timeout) == std::vector<node_id>{a});
+  CHECK(m.find(a)->down_reason == "link lost");
   CHECK_FALSE(m.heartbeat(a, 0, 0, t0 + 1s));  // must register again
   CHECK(m.heartbeat(b, 5, 1, t0 + 1s));
-  auto down = m.detect_failures(t0 + 5s, std::chrono::duration_cast<sluice::clock_duration>(3s));
+  auto down = m.detect_failures(t0 + 5s, timeout);
   REQUIRE(down.size() == 1);
   CHECK(down[0] == b);
   REQUIRE(m.join(a, "a", "h:1", 13, 100, 1, t0 + 6s));
   CHECK(m.is_up(a));
+}
+
+TEST_CASE("membership: an owner whose own link is lost stays up when it is heard from through a relay") {
+  using sluice::clock_duration;
+  auto timeout = std::chrono::duration_cast<clock_duration>(3s);
+  sluice::master::membership m;
+  REQUIRE(m.join(a, "a", "h:1", 11, 100, 1, t0));
+  REQUIRE(m.join(b, "b", "h:2", 12, 100, 1, t0));
+  auto generation = m.generation();
+  CHECK(m.link_lost(11, t0, std::chrono::duration_cast<clock_duration>(1s)) == std::vector<node_id>{a});
+  m.route(a, 12, b);  // its next request came through b
+  CHECK(m.heartbeat(a, 0, 0, t0 + 500ms));
+  CHECK(m.detect_failures(t0 + 2s, timeout).empty());
+  CHECK(m.find(a)->link == 12);
+  CHECK(m.find(a)->via == b);
+  CHECK(m.generation() == generation);  // the list of up owners did not change
+  // b's link goes: a has no route until its next request, and stays up.
+  CHECK(m.link_lost(12, t0 + 2s, std::chrono::duration_cast<clock_duration>(1s)) == std::vector<node_id>{b});
+  CHECK(m.find(a)->link == 0);
+  CHECK(m.find(a)->via.value == 0);
+  CHECK(m.heartbeat(a, 0, 0, t0 + 2500ms));
+  CHECK(m.detect_failures(t0 + 4s, timeout) == std::vector<node_id>{b});
+  CHECK(m.is_up(a));
+  CHECK(m.generation() != generation);
+  // Its share of relays: the up owners after it, without itself.
+  auto relays = m.relays_for(a, 16);
+  CHECK(relays.empty());
+  REQUIRE(m.join(b, "b", "h:2", 13, 100, 1, t0 + 5s));
+  relays = m.relays_for(a, 16);
+  REQUIRE(relays.size() == 1);
+  CHECK(relays[0].id == b);
+  CHECK(relays[0].address == "h:2");
 }
 
 TEST_CASE("placement: local-first prefers the caller's owner, random spreads, full owners are skipped") {

@@ -47,9 +47,10 @@ auto fields(const register_owner_reply& x) { return std::tie(x.heartbeat_interva
 auto fields(const path_state& x) { return std::tie(x.kind, x.health, x.failures, x.retry_in_us, x.last_error, x.bytes); }
 auto fields(const link_state& x) { return std::tie(x.peer, x.peer_name, x.active, x.via, x.paths); }
 auto fields(const heartbeat& x) {
-  return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links, x.under_replicated_puts);
+  return std::tie(x.used_bytes, x.object_count, x.evictions, x.sessions, x.links, x.under_replicated_puts,
+                  x.owners_seen);
 }
-auto fields(const heartbeat_reply& x) { return std::tie(x.known); }
+auto fields(const heartbeat_reply& x) { return std::tie(x.known, x.owners_generation, x.owners); }
 auto fields(const replica& x) { return std::tie(x.owner, x.address); }
 auto fields(const place& x) {
   return std::tie(x.key, x.size, x.preferred, x.condition, x.ttl_ms, x.replicas, x.prefer_owner, x.min_replicas);
@@ -145,7 +146,7 @@ auto fields(const mq& x) { return std::tie(x.body); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
                   x.object_count, x.last_heartbeat_age_us, x.evictions, x.stored_bytes, x.stored_objects,
-                  x.home_slots, x.own_commits, x.links, x.under_replicated_puts);
+                  x.home_slots, x.own_commits, x.links, x.under_replicated_puts, x.master_via);
 }
 auto fields(const sluice::repair_status& x) {
   return std::tie(x.under_replicated, x.without_live_copy, x.copies_in_flight, x.copies_made, x.bytes_copied,
@@ -235,6 +236,7 @@ member_status sample_member(std::uint64_t i) {
   m.home_slots = static_cast<std::uint32_t>(i % 1025);
   m.own_commits = i * 1'000'003;
   m.under_replicated_puts = i * 13;
+  if (i % 4 == 3) m.master_via = node_id{i + 50};
   if (i % 5 == 1) {
     m.links.push_back(link_state{node_id{i + 100}, "owner-" + std::to_string(i), "relay", node_id{i + 7},
                                  {path_state{"tcp", "down", 3, 4'000'000, "timeout: no reply before the deadline"},
@@ -330,8 +332,10 @@ std::vector<body> sample_bodies() {
       heartbeat{1, 2, max, {1, max, 3}, {}},
       heartbeat{0, 0, 0, {}, {link_state{node_id{max}, "b", "tcp", node_id{}, {path_state{"tcp", "up", 0, 0, ""}}}}},
       heartbeat{0, 0, 0, {}, {}, max},
-      heartbeat_reply{true},
-      heartbeat_reply{false},
+      heartbeat{0, 0, 0, {}, {}, 0, max},
+      heartbeat_reply{true, 0, {}},
+      heartbeat_reply{false, 0, {}},
+      heartbeat_reply{true, max, {owner_address{node_id{7}, "owner-b", "10.0.0.2:7070"}, owner_address{}}},
       place{key_with_nul, 1ULL << 30, node_id{7}, {}, 0, 1, ""},
       place{"p", 0, node_id{7}, put_condition{true, 0}, 60000, 2, "owner@10.0.0.1:7070"},
       place{"p", 0, node_id{7}, put_condition{false, 12}, max, 255, ""},
