@@ -191,45 +191,48 @@ std::vector<int> kv_workload::check_liveness(sim_duration settle, sim_duration w
 }
 
 void kv_workload::durable_attempt(const std::string& key, int client, sim_time deadline,
-                                  std::set<std::string>& answered) {
+                                  durable_reads& reads) {
   if (world_.now() >= deadline) return;
   auto node = world_.client_index(client);
   auto inc = world_.incarnation(node);
   auto start = world_.now();
-  send(client, wire::kv_get{key}, {}, [this, key, client, inc, start, deadline, &answered](result<wire::message> reply) {
+  send(client, wire::kv_get{key}, {}, [this, key, client, inc, start, deadline, &reads](result<wire::message> reply) {
     if (!current(client, inc)) return;
     auto got = reply_body<wire::kv_get_reply>(reply);
     using found = std::pair<std::uint64_t, shared_bytes>;
     checker_.get_ended(key, start, world_.now(),
                        got ? result<found>{found{got->version, reply->payload}} : result<found>{got.error()});
     if (got || got.code() == errc::not_found) {
-      answered.insert(key);  // judged by the checker: found, or not_found with a reason
+      reads.answered.insert(key);  // judged by the checker: found, or not_found with a reason
       return;
     }
+    reads.last_error[key] = got.error().to_string();
     // Another client next time: the trouble may be this one's owner.
     auto next = (client + 1) % static_cast<int>(clients_.size());
-    world_.at(world_.now() + 500ms, [this, key, next, deadline, &answered] {
-      durable_attempt(key, next, deadline, answered);
+    world_.at(world_.now() + 500ms, [this, key, next, deadline, &reads] {
+      durable_attempt(key, next, deadline, reads);
     });
   });
 }
 
 void kv_workload::check_durable(sim_duration window) {
   auto keys = checker_.durable_keys(world_.now());
-  std::set<std::string> answered;
+  durable_reads reads;
   auto deadline = world_.now() + window;
   int client = 0;
   for (auto& key : keys) {
-    durable_attempt(key, client, deadline, answered);
+    durable_attempt(key, client, deadline, reads);
     client = (client + 1) % static_cast<int>(clients_.size());
   }
   world_.run_until(deadline);
   durable_checked_ += keys.size();
   for (auto& key : keys) {
-    if (answered.contains(key)) continue;
+    if (reads.answered.contains(key)) continue;
+    auto why = reads.last_error.find(key);
     checker_.violation(fmt::format("durability: '{}' was put with two copies and nothing could have lost it, "
-                                   "but no get could read it within {:.0f}s after the faults healed",
-                                   key, seconds(window)));
+                                   "but no get could read it within {:.0f}s after the faults healed ({})",
+                                   key, seconds(window),
+                                   why == reads.last_error.end() ? "no get answered" : "last: " + why->second));
   }
 }
 

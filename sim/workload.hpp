@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,7 +68,13 @@ class kv_workload {
   /// The key client `client` keeps, and its put (again until acknowledged).
   static std::string kept_key(int client);
   void keep(int client);
-  void durable_attempt(const std::string& key, int client, sim_time deadline, std::set<std::string>& answered);
+  /// Keys a get answered (found, or not_found with a reason), and the
+  /// last error of each key not answered yet.
+  struct durable_reads {
+    std::set<std::string> answered;
+    std::map<std::string, std::string> last_error;
+  };
+  void durable_attempt(const std::string& key, int client, sim_time deadline, durable_reads& reads);
 
   world& world_;
   checker& checker_;
