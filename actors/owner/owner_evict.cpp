@@ -117,9 +117,11 @@ void evict_round(self_ptr self) {
   for (auto& c : chosen) {
     // From now on gets of the key go through the master, which decides.
     st.index->erase_version(c.key, c.version);
+    st.evicts_asked.emplace(c.key, c.version);
     ask_master(self, wire::evict{c.key, c.version}, deadline,
                [self, c, outstanding](result<wire::message> reply) {
                  auto& st = self->state;
+                 st.evicts_asked.erase({c.key, c.version});
                  auto granted = reply_body<wire::evict_reply>(reply);
                  if (granted && granted->evicted) {
                    st.store->drop(c.key, c.version);

@@ -60,6 +60,12 @@ void store_replica(self_ptr self, const std::string& key, std::uint64_t version,
 
 void register_replica(self_ptr self, const std::string& key, std::uint64_t version, std::uint64_t size,
                       clock_time deadline, std::function<void(result<void>)> done) {
+  if (self->state.evicts_asked.contains({key, version})) {
+    // Its eviction is asked for: the master may grant it after listing
+    // this copy, and the copy would be listed but gone. The bytes stay
+    // until the answer; whoever wanted the copy asks again.
+    return done(error{errc::aborted, "the copy here is being evicted"});
+  }
   ask_master(self, wire::add_replica{key, version}, deadline,
              [self, key, version, size, done](result<wire::message> reply) {
                auto& st = self->state;

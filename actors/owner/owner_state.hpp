@@ -188,6 +188,11 @@ struct owner_state {
   std::uint64_t evict_examined = 0;
   /// Run when the current eviction run ends.
   std::vector<std::function<void()>> evict_waiters;
+  /// Versions whose eviction the master is asked for and has not
+  /// answered: this owner registers no copy of them until it has (the
+  /// master could list a copy the answer then frees). At most one round's
+  /// batch.
+  std::set<std::pair<std::string, std::uint64_t>> evicts_asked;
   /// Values this owner evicted since it started.
   std::uint64_t evictions = 0;
   /// Puts placed through this owner that left their version with fewer

@@ -227,7 +227,11 @@ void read_from_next(self_ptr self, std::shared_ptr<remote_read> r) {
   auto& from = r->holders[r->next++];
   fetch_value(self, from, r->key, r->version, r->size, r->deadline, [self, r](result<fetched_value> fetched) {
     auto& st = self->state;
-    if (!fetched && holder_failed(fetched.code()) && r->next < r->holders.size() && st.ep->now() < r->deadline) {
+    // A holder without the version (not_found) gives way too: its copy
+    // may be the one lost while the others live; when the version moved
+    // on, every holder says so and the caller looks the key up again.
+    bool next_may_serve = holder_failed(fetched.code()) || fetched.code() == errc::not_found;
+    if (!fetched && next_may_serve && r->next < r->holders.size() && st.ep->now() < r->deadline) {
       st.ep->log()->debug("read of {}: holder {} failed ({}); reading another copy", r->key,
                           r->holders[r->next - 1].owner.to_string(), fetched.error().to_string());
       return read_from_next(self, r);
