@@ -125,12 +125,15 @@ void mq_workload::start(sim_time stop) {
     }
   }
   // When the faults stop, every member comes in, to drain the topics.
+  // A member whose polls ended with its client's crash polls again too
+  // (its restarted client joins anew).
   world_.at(stop, [this] {
     for (auto& m : members_) {
-      if (m.in) continue;
-      m.in = true;
-      m.phase += 1;
-      m.joined = false;
+      if (!m.in) {
+        m.in = true;
+        m.phase += 1;
+        m.joined = false;
+      }
       poll_soon(m.client, m.group, 0ms);
     }
   });
