@@ -39,6 +39,12 @@ class body_source {
   virtual ~body_source() = default;
   /// Fills up to into.size() bytes; 0 only at the end.
   virtual result<std::size_t> read(std::span<std::byte> into) = 0;
+  /// Up to `max` next bytes where they lie already, valid until the next
+  /// call: the shell sends them from there. Empty: use read().
+  virtual result<std::span<const std::byte>> view(std::size_t max) {
+    (void)max;
+    return std::span<const std::byte>{};
+  }
 };
 
 struct response {

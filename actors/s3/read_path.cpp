@@ -30,6 +30,16 @@ class range_source final : public body_source {
     return n;
   }
 
+  result<std::span<const std::byte>> view(std::size_t max) override {
+    if (left_ == 0) return std::span<const std::byte>{};
+    auto bytes = reader_->view(next_, static_cast<std::size_t>(std::min<std::uint64_t>(max, left_)));
+    if (!bytes) return bytes;
+    SLUICE_ASSERT(bytes->size() <= left_);
+    next_ += bytes->size();
+    left_ -= bytes->size();
+    return bytes;
+  }
+
  private:
   std::unique_ptr<object_reader> reader_;
   std::uint64_t next_;

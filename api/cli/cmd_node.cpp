@@ -89,14 +89,7 @@ int fail_start(std::string_view what, const error& e) {
 int run_up(const node_flags& f) {
   auto s3 = up_s3_settings(f);
   if (!s3) return fail_start("up", s3.error());
-  // The gateway starts first: a setting of its that cannot work stops
-  // `sluice up` before any node runs.
-  std::unique_ptr<running_s3_gateway> gateway;
-  if (!s3->listen.empty()) {
-    auto started = running_s3_gateway::start(*s3, "--s3-");
-    if (!started) return fail_start("up", started.error());
-    gateway = std::move(*started);
-  } else if (!s3->buckets.empty() || !s3->root.empty()) {
+  if (s3->listen.empty() && (!s3->buckets.empty() || !s3->root.empty())) {
     return fail_start("up", error{errc::invalid_argument, "S3 buckets are given but no --s3 HOST:PORT to serve them on"});
   }
   local_cluster_options options;
@@ -108,13 +101,25 @@ int run_up(const node_flags& f) {
   options.default_master_listen = "127.0.0.1:7071";
   auto cluster = local_cluster::start(options);
   if (!cluster) return fail_start("up", cluster.error());
+  // The gateway is a client of this node's owner, whose pool caches its
+  // chunks (unless [s3] names another owner, or cache = false).
+  std::unique_ptr<running_s3_gateway> gateway;
+  if (!s3->listen.empty()) {
+    if (s3->owner.empty()) s3->owner = (*cluster)->client_address();
+    auto started = running_s3_gateway::start(*s3, "--s3-");
+    if (!started) return fail_start("up", started.error());
+    gateway = std::move(*started);
+  }
   std::cout << "sluice up: listening on " << (*cluster)->client_address()
             << " (clients connect here)\n"
             << "master listening on " << (*cluster)->master_address()
             << " (owners of other hosts join here)\n"
             << state_line((*cluster)->data_dir()) << "\n"
             << "try: echo hello | sluice kv put greeting - && sluice kv get greeting\n";
-  if (gateway) std::cout << "S3 gateway listening on " << gateway->address() << gateway->access_note() << "\n";
+  if (gateway) {
+    std::cout << "S3 gateway listening on " << gateway->address() << gateway->access_note() << "\n"
+              << "S3 " << gateway->cache_note() << "\n";
+  }
   std::cout << "stop with Ctrl-C" << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice up: stopping" << std::endl;

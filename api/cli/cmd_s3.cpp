@@ -22,6 +22,8 @@ struct s3_flags {
   s3_section values;
   std::string request_timeout;
   std::string idle_timeout;
+  std::string chunk_bytes;
+  bool no_cache = false;
 };
 
 int usage(const std::string& message) {
@@ -54,6 +56,13 @@ result<s3_section> settings_of(const s3_flags& f, CLI::App& cmd) {
   if (given(cmd.get_option_no_throw("--secret-key"))) s.secret_key = v.secret_key;
   if (given(cmd.get_option_no_throw("--domain"))) s.domain = v.domain;
   if (given(cmd.get_option_no_throw("--region"))) s.region = v.region;
+  if (given(cmd.get_option_no_throw("--owner"))) s.owner = v.owner;
+  if (given(cmd.get_option_no_throw("--no-cache"))) s.cache = !f.no_cache;
+  if (given(cmd.get_option_no_throw("--chunk-size"))) {
+    auto bytes = parse_size(f.chunk_bytes);
+    if (!bytes) return fail(errc::invalid_argument, "--chunk-size: " + bytes.error().message());
+    s.chunk_bytes = *bytes;
+  }
   if (given(cmd.get_option_no_throw("--threads"))) s.threads = v.threads;
   if (given(cmd.get_option_no_throw("--connections-max"))) s.connections_max = v.connections_max;
   if (given(cmd.get_option_no_throw("--request-timeout"))) {
@@ -78,7 +87,8 @@ int run_s3(const s3_flags& f, CLI::App& cmd) {
     std::cerr << "sluice s3: cannot start: " << gateway.error().to_string() << "\n";
     return exit_failed;
   }
-  std::cout << "sluice s3: listening on " << (*gateway)->address() << (*gateway)->access_note() << std::endl;
+  std::cout << "sluice s3: listening on " << (*gateway)->address() << (*gateway)->access_note() << "\n"
+            << (*gateway)->cache_note() << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice s3: stopping" << std::endl;
   return exit_ok;
@@ -103,6 +113,11 @@ void add_s3_command(CLI::App& app, int& exit_code) {
       ->envname("SLUICE_S3_SECRET_KEY");
   s3->add_option("--domain", v.domain, "Also accept virtual-host addressing: BUCKET.DOMAIN");
   s3->add_option("--region", v.region, "The region reported to clients (default us-east-1)");
+  s3->add_option("--owner", v.owner,
+                 "Cache objects' chunks in the pool of the owner at HOST:PORT (this host's), so hot reads come "
+                 "from memory");
+  s3->add_option("--chunk-size", f->chunk_bytes, "Objects are cached in chunks of this size (default 4MiB)");
+  s3->add_flag("--no-cache", f->no_cache, "Read every object from its file, even with an owner given");
   s3->add_option("--threads", v.threads, "I/O threads (default 4)")->check(CLI::Range(1, 64));
   s3->add_option("--connections-max", v.connections_max, "Connections served at once (default 256)")
       ->check(CLI::Range(1, 65536));

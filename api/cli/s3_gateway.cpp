@@ -4,6 +4,8 @@
 
 #include "actors/s3/names.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/units.hpp"
+#include "sluice/client.hpp"
 
 namespace sluice::cli {
 namespace {
@@ -61,6 +63,45 @@ std::int64_t wall_clock_ns() {
       .count();
 }
 
+/// Chunks kept as KV values through a client of the owner. Any failure
+/// is a miss: the file is read instead. After a failure other than a
+/// plain miss the cache is left alone for a while, so an owner that went
+/// away costs one timeout, not one per chunk.
+class kv_chunks final : public s3::chunk_store {
+ public:
+  explicit kv_chunks(std::unique_ptr<client> c) : client_(std::move(c)) {}
+
+  std::optional<value> get(const std::string& key) override {
+    if (resting()) return std::nullopt;
+    auto got = client_->get(key, call_options{call_timeout});
+    if (got) return std::move(*got);
+    if (got.code() != errc::not_found) rest();
+    return std::nullopt;
+  }
+
+  bool put(const std::string& key, std::span<const std::byte> bytes) override {
+    if (resting()) return false;
+    auto put = client_->put(key, bytes, call_options{call_timeout});
+    // A full pool that could not evict in time is the cache's business, not a fault.
+    if (!put && put.code() != errc::no_capacity) rest();
+    return put.ok();
+  }
+
+ private:
+  /// A chunk call's deadline: a read waits at most this for the cache.
+  static constexpr std::chrono::milliseconds call_timeout{1000};
+  /// How long the cache is left alone after it failed.
+  static constexpr std::chrono::milliseconds rest_after_failure{2000};
+
+  bool resting() const { return std::chrono::steady_clock::now().time_since_epoch().count() < rest_until_.load(); }
+  void rest() {
+    rest_until_ = (std::chrono::steady_clock::now() + rest_after_failure).time_since_epoch().count();
+  }
+
+  std::unique_ptr<client> client_;
+  std::atomic<std::chrono::steady_clock::rep> rest_until_{0};
+};
+
 }  // namespace
 
 result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_section& s,
@@ -81,9 +122,28 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
   auto store = posix_bucket_store::open(*options);
   // A directory that is not there or not usable is a setting to fix.
   if (!store) return fail(errc::invalid_argument, "cannot open the backing directories: " + store.error().message());
+  if (s.chunk_bytes < s3::chunk_bytes_min || s.chunk_bytes > s3::chunk_bytes_max) {
+    return fail(errc::invalid_argument, "the chunk size must be 64 KiB to 64 MiB");
+  }
   g->store_ = std::move(*store);
-  g->reads_ = std::make_unique<s3::store_read_path>(*g->store_);
-  g->gateway_ = std::make_unique<s3::gateway>(*g->store_, *g->reads_,
+  g->file_reads_ = std::make_unique<s3::store_read_path>(*g->store_);
+  s3::read_path* reads = g->file_reads_.get();
+  if (!s.cache) {
+    g->cache_note_ = "no chunk cache: every read reads the file (cache = false)";
+  } else if (s.owner.empty()) {
+    g->cache_note_ = "no chunk cache: every read reads the file (give an owner to cache in: " +
+                     std::string{flag_prefix} + "owner HOST:PORT)";
+  } else {
+    client_options copts;
+    copts.name = "s3-gateway";
+    auto c = client::connect(s.owner, copts);
+    if (!c) return fail(c.code(), "cannot reach the owner at " + s.owner + " to cache chunks in: " + c.error().message());
+    g->chunks_ = std::make_unique<kv_chunks>(std::move(*c));
+    g->cached_reads_ = std::make_unique<s3::cached_read_path>(*g->file_reads_, *g->chunks_, s.chunk_bytes);
+    reads = g->cached_reads_.get();
+    g->cache_note_ = "chunks of " + format_size(s.chunk_bytes) + " cached in the pool of the owner at " + s.owner;
+  }
+  g->gateway_ = std::make_unique<s3::gateway>(*g->store_, *reads,
                                               s3::gateway_options{.domain = s.domain,
                                                                   .region = s.region,
                                                                   .auth = *access,
@@ -104,6 +164,8 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
 running_s3_gateway::~running_s3_gateway() {
   server_.reset();  // no request in flight may outlive the gateway and store it uses
 }
+
+std::string running_s3_gateway::cache_note() const { return cache_note_; }
 
 std::string running_s3_gateway::access_note() const {
   if (access_key_.empty()) return " (anonymous access: anyone may read and write)";

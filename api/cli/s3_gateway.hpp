@@ -1,11 +1,13 @@
 // The S3 gateway as the launcher runs it: alone (`sluice s3`) or beside
 // an owner in `sluice up`. Checks the [s3] settings, then wires the
-// bucket store, the read path, the protocol core and the HTTP server.
+// bucket store, the read path (through the chunk cache, a client of the
+// owner, when there is one), the protocol core and the HTTP server.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "actors/s3/chunk_cache.hpp"
 #include "actors/s3/gateway.hpp"
 #include "api/src/s3_server.hpp"
 #include "runtime/config/node_config.hpp"
@@ -31,12 +33,18 @@ class running_s3_gateway {
   const std::string& address() const { return server_->address(); }
   /// " (requests must be signed with SigV4, access key K)" or the anonymous warning.
   std::string access_note() const;
+  /// "chunks of 4 MiB cached in the pool of the owner at ADDR", or why
+  /// reads go to the files.
+  std::string cache_note() const;
 
  private:
   running_s3_gateway() = default;
   std::string access_key_;  ///< empty: anonymous
+  std::string cache_note_;
   std::unique_ptr<posix_bucket_store> store_;
-  std::unique_ptr<s3::store_read_path> reads_;
+  std::unique_ptr<s3::store_read_path> file_reads_;
+  std::unique_ptr<s3::chunk_store> chunks_;  ///< null: no cache
+  std::unique_ptr<s3::cached_read_path> cached_reads_;
   std::unique_ptr<s3::gateway> gateway_;
   std::unique_ptr<s3_server> server_;
 };

@@ -160,11 +160,21 @@ asio::awaitable<bool> write_streamed(connection& stream, const s3_server_options
   expire(stream, o, deadline);
   if (auto [ec, n] = co_await http::async_write_header(stream.socket, sr, use_tuple); ec) co_return false;
   for (std::uint64_t left = r.content_length; left > 0;) {
-    auto n = r.source->read(chunk);
-    if (!n || *n == 0) co_return false;
-    left -= std::min<std::uint64_t>(*n, left);
-    res.body().data = chunk.data();
-    res.body().size = *n;
+    // Bytes that lie in memory already (the pool's, for a cached chunk)
+    // go out from there; the rest is read into `chunk` first.
+    auto in_place = r.source->view(static_cast<std::size_t>(left));
+    if (!in_place) co_return false;
+    const void* data = in_place->data();
+    std::size_t n = in_place->size();
+    if (n == 0) {
+      auto got = r.source->read(chunk);
+      if (!got || *got == 0) co_return false;
+      data = chunk.data();
+      n = *got;
+    }
+    left -= std::min<std::uint64_t>(n, left);
+    res.body().data = const_cast<void*>(data);  // only read: a response body
+    res.body().size = n;
     res.body().more = left > 0;
     expire(stream, o, deadline);
     auto [ec, written] = co_await http::async_write(stream.socket, sr, use_tuple);

@@ -309,6 +309,13 @@ result<std::vector<std::string>> read_bucket_list(const toml::node& value, const
   }
   return out;
 }
+result<std::uint64_t> read_s3_chunk_bytes(const toml::node& value, const key_ref& key) {
+  constexpr std::uint64_t min_bytes = 64 << 10;
+  constexpr std::uint64_t max_bytes = 64 << 20;
+  auto bytes = read_size(value, key, min_bytes);
+  if (bytes && *bytes > max_bytes) return invalid(key, fmt::format("at most 64MiB, found {}", *bytes));
+  return bytes;
+}
 result<std::int64_t> read_s3_threads(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, 1, 64);
 }
@@ -448,6 +455,9 @@ constexpr key_spec s3_keys[] = {
     {"secret_key", store<&node_config::s3, &s3_section::secret_key, read_string>},
     {"domain", store<&node_config::s3, &s3_section::domain, read_string>},
     {"region", store<&node_config::s3, &s3_section::region, read_string>},
+    {"cache", store<&node_config::s3, &s3_section::cache, read_bool>},
+    {"owner", store<&node_config::s3, &s3_section::owner, read_string>},
+    {"chunk_bytes", store<&node_config::s3, &s3_section::chunk_bytes, read_s3_chunk_bytes>},
     {"threads", store<&node_config::s3, &s3_section::threads, read_s3_threads>},
     {"connections_max", store<&node_config::s3, &s3_section::connections_max, read_s3_connections>},
     {"request_timeout", store<&node_config::s3, &s3_section::request_timeout, read_duration>},

@@ -222,6 +222,13 @@ struct s3_section {
   /// Also accept virtual-host addressing: BUCKET.DOMAIN.
   std::string domain{};
   std::string region{"us-east-1"};
+  /// Keep objects' chunks in an owner's pool, so hot reads come from
+  /// memory: the owner at `owner` (`sluice s3`), or the node's own
+  /// (`sluice up`). false, or `sluice s3` with no owner: every read reads
+  /// the file.
+  bool cache{true};
+  std::string owner{};
+  std::uint64_t chunk_bytes{4 << 20};  ///< 64 KiB to 64 MiB
   std::int64_t threads{4};             ///< I/O threads, 1 to 64
   std::uint64_t connections_max{256};  ///< served at once, 1 to 65536
   microseconds request_timeout{900'000'000};

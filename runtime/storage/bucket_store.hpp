@@ -73,6 +73,14 @@ class object_reader {
   virtual const object_stat& stat() const = 0;
   /// Reads up to into.size() bytes at `offset`; fewer only at the end.
   virtual result<std::size_t> read(std::uint64_t offset, std::span<std::byte> into) = 0;
+  /// Up to `max` bytes at `offset` where they lie already (a cache's
+  /// memory), valid until the next call on this reader: sent from there,
+  /// not copied. Empty: this reader has no such bytes; use read().
+  virtual result<std::span<const std::byte>> view(std::uint64_t offset, std::size_t max) {
+    (void)offset;
+    (void)max;
+    return std::span<const std::byte>{};
+  }
 };
 
 /// A new version being written. Nothing is visible until commit(), which
