@@ -35,10 +35,11 @@ packages=(
 # redis-cli, comes with redis-server; iperf3 for the link between hosts;
 # gRPC C++ with its code generators; Cap'n Proto RPC comes with
 # libcapnp-dev), taskset to pin both sides, redis-py for the Python
-# module against Redis, and the MQ peers: nats-server with the NATS C
-# client, and hiredis for Redis Streams.
+# module against Redis, the MQ peers: nats-server with the NATS C
+# client, and hiredis for Redis Streams; nginx, serving files beside the
+# S3 gateway.
 bench_packages=(redis-server redis-tools iperf3 util-linux libgrpc++-dev libprotobuf-dev protobuf-compiler
-                protobuf-compiler-grpc python3-redis nats-server libnats-dev libhiredis-dev)
+                protobuf-compiler-grpc python3-redis nats-server libnats-dev libhiredis-dev nginx-light curl)
 if [ "${1:-}" = bench ]; then packages+=("${bench_packages[@]}"); fi
 
 missing=()

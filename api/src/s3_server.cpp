@@ -146,8 +146,8 @@ asio::awaitable<bool> write_simple(connection& stream, s3::response& r, bool kee
 }
 
 /// Streams `r.source` out in chunks. False: the connection broke, or the
-/// source failed after the headers went out (the only honest signal left
-/// is to cut the connection).
+/// source failed (once the headers may have gone out, the only honest
+/// signal left is to cut the connection).
 asio::awaitable<bool> write_streamed(connection& stream, const s3_server_options& o, s3::response& r,
                                      bool keep_alive, clock_type::time_point deadline, std::vector<std::byte>& chunk) {
   http::response<http::buffer_body> res{static_cast<http::status>(r.status), 11};
@@ -157,34 +157,35 @@ asio::awaitable<bool> write_streamed(connection& stream, const s3_server_options
   res.body().data = nullptr;
   res.body().more = true;
   http::response_serializer<http::buffer_body> sr{res};
-  expire(stream, o, deadline);
-  if (auto [ec, n] = co_await http::async_write_header(stream.socket, sr, use_tuple); ec) co_return false;
-  for (std::uint64_t left = r.content_length; left > 0;) {
-    // Bytes that lie in memory already (the pool's, for a cached chunk)
-    // go out from there; the rest is read into `chunk` first.
-    auto in_place = r.source->view(static_cast<std::size_t>(left));
-    if (!in_place) co_return false;
-    const void* data = in_place->data();
-    std::size_t n = in_place->size();
-    if (n == 0) {
-      auto got = r.source->read(chunk);
-      if (!got || *got == 0) co_return false;
-      data = chunk.data();
-      n = *got;
+  // The header goes out with the first piece of the body (one write for
+  // a small object), each later piece on its own.
+  for (std::uint64_t left = r.content_length;;) {
+    if (left > 0) {
+      // Bytes that lie in memory already (the pool's, for a cached chunk)
+      // go out from there; the rest is read into `chunk` first.
+      auto in_place = r.source->view(static_cast<std::size_t>(left));
+      if (!in_place) co_return false;
+      const void* data = in_place->data();
+      std::size_t n = in_place->size();
+      if (n == 0) {
+        auto got = r.source->read(chunk);
+        if (!got || *got == 0) co_return false;
+        data = chunk.data();
+        n = *got;
+      }
+      left -= std::min<std::uint64_t>(n, left);
+      res.body().data = const_cast<void*>(data);  // only read: a response body
+      res.body().size = n;
+    } else {
+      res.body().data = nullptr;
+      res.body().size = 0;
     }
-    left -= std::min<std::uint64_t>(n, left);
-    res.body().data = const_cast<void*>(data);  // only read: a response body
-    res.body().size = n;
     res.body().more = left > 0;
     expire(stream, o, deadline);
     auto [ec, written] = co_await http::async_write(stream.socket, sr, use_tuple);
+    if (left == 0) co_return !ec || ec == http::error::need_buffer;
     if (ec && ec != http::error::need_buffer) co_return false;
   }
-  res.body().data = nullptr;
-  res.body().more = false;
-  expire(stream, o, deadline);
-  auto [ec, written] = co_await http::async_write(stream.socket, sr, use_tuple);
-  co_return !ec || ec == http::error::need_buffer;
 }
 
 asio::awaitable<bool> write_response(connection& stream, const s3_server_options& o, s3::response& r,
@@ -311,6 +312,9 @@ asio::awaitable<void> accept_loop(s3_server::impl& s) {
     auto [ec, socket] = co_await s.acceptor.async_accept(asio::make_strand(s.io), use_tuple);
     if (ec == asio::error::operation_aborted || !s.acceptor.is_open()) co_return;
     if (ec) continue;  // a connection that failed while being accepted
+    // A response goes out as a header write and body writes: with Nagle
+    // on, a small body waits for the peer's delayed ACK of the header.
+    socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
     if (s.connections.fetch_add(1) >= s.options.connections_max) {
       --s.connections;
