@@ -27,8 +27,9 @@ packages=(
   nftables
   # the Python module and its tests: Debian's /usr/bin/python3
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
-  # the S3 gateway's tests: real S3 clients (boto3; awscli 2 is /usr/bin/aws)
-  python3-boto3 awscli s3cmd rclone
+  # the S3 gateway's tests: real S3 clients (boto3; awscli 2 is /usr/bin/aws),
+  # and s3fs, a FUSE mount of a bucket (skipped where FUSE mounts are not allowed)
+  python3-boto3 awscli s3cmd rclone s3fs
 )
 
 # bench/run: the real peers Sluice is compared with (redis-tools, with
