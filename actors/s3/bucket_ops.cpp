@@ -83,6 +83,7 @@ response list_buckets(const context& ctx) {
   x.open("Buckets");
   for (const auto& b : *all) {
     if (!valid_bucket_name(b.name)) continue;  // a directory S3 could not name
+    if (ctx.user && ctx.user->access_to(b.name) == bucket_access::none) continue;  // not theirs to see
     x.open("Bucket");
     x.leaf("Name", b.name);
     x.leaf("CreationDate", iso8601(b.created_ns));

@@ -216,11 +216,25 @@ started dispatch_streaming(const context& ctx, std::optional<chunk_chain> chain)
 }
 
 /// Checks the signature when the gateway has credentials, then dispatches.
-started authorized(const context& ctx) {
+started authorized(context& ctx) {
   const auto& auth = ctx.g.options.auth;
-  if (!auth) return streams(ctx.r) ? dispatch_streaming(ctx, std::nullopt) : dispatch(ctx);
-  auto checked = verify_sigv4(ctx.r, *auth, ctx.g.options.region, ctx.g.options.now_ns() / 1'000'000'000);
+  auto* users = ctx.g.options.users;
+  if (!auth && users == nullptr) return streams(ctx.r) ? dispatch_streaming(ctx, std::nullopt) : dispatch(ctx);
+  auto now_s = ctx.g.options.now_ns() / 1'000'000'000;
+  auto checked = users == nullptr
+                     ? verify_sigv4(ctx.r, *auth, ctx.g.options.region, now_s)
+                     : verify_sigv4(
+                           ctx.r,
+                           [&ctx, users](std::string_view key) -> std::optional<std::string> {
+                             ctx.user = users->find(key);
+                             if (!ctx.user) return std::nullopt;
+                             return ctx.user->keys.secret_key;
+                           },
+                           ctx.g.options.region, now_s);
   if (auto* e = std::get_if<s3_error>(&checked)) return ctx.fail(*e);
+  if (ctx.user) {
+    if (auto denied = check_grants(ctx.r, *ctx.user)) return ctx.fail(*denied);
+  }
   auto& ok = std::get<verified>(checked);
   if (ok.chunks) return dispatch_streaming(ctx, std::move(ok.chunks));
   auto out = dispatch(ctx);
@@ -237,6 +251,7 @@ gateway::gateway(bucket_store& store, read_path& reads, gateway_options options)
                        .options = options,
                        .uploads = upload_table{options.limits.uploads_max, options.seed}}) {
   SLUICE_ASSERT(state_->options.now_ns != nullptr);
+  SLUICE_ASSERT(!(state_->options.auth && state_->options.users != nullptr));
 }
 
 gateway::~gateway() = default;

@@ -19,6 +19,7 @@
 #include "actors/s3/read_path.hpp"
 #include "actors/s3/s3_error.hpp"
 #include "actors/s3/sigv4.hpp"
+#include "actors/s3/users.hpp"
 #include "runtime/storage/bucket_store.hpp"
 
 namespace sluice::s3 {
@@ -44,9 +45,13 @@ struct gateway_options {
   /// empty: path style only.
   std::string domain{};
   std::string region{"us-east-1"};
-  /// Requests must be signed (SigV4) with this key; nullopt: anonymous
-  /// access, nothing is checked.
+  /// Requests must be signed (SigV4) with this key; nullopt (and no
+  /// `users`): anonymous access, nothing is checked.
   std::optional<credentials> auth{};
+  /// Requests must be signed by one of these users, and their grants
+  /// allow what each request does. Excludes `auth`. Must outlive the
+  /// gateway.
+  user_directory* users{};
   /// Seeds the upload ids.
   std::uint64_t seed{};
   /// Wall-clock time in ns since the epoch (multipart initiation times).

@@ -27,6 +27,8 @@ struct context {
   gateway::state& g;
   parsed_request r;
   std::string request_id;
+  /// The user who signed the request, when the gateway has users.
+  std::optional<s3_user> user{};
 
   response fail(s3_error e) const { return error_response(e, r.resource, request_id); }
   response fail(s3_code code, std::string message) const { return fail(s3_error{code, std::move(message)}); }

@@ -185,6 +185,17 @@ std::string sigv4_signature(std::string_view secret, std::string_view date, std:
 
 std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const credentials& creds,
                                               std::string_view region, std::int64_t now_s) {
+  return verify_sigv4(
+      r,
+      [&creds](std::string_view key) -> std::optional<std::string> {
+        if (!equal_in_constant_time(key, creds.access_key)) return std::nullopt;
+        return creds.secret_key;
+      },
+      region, now_s);
+}
+
+std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const secret_lookup& secret_of,
+                                              std::string_view region, std::int64_t now_s) {
   auto auth = r.header("authorization");
   if (!auth && r.has("AWSAccessKeyId")) {
     return s3_error{s3_code::invalid_request, "Only AWS4-HMAC-SHA256 (SigV4) presigned URLs are accepted."};
@@ -199,7 +210,8 @@ std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const cre
   if (scope.size() != 5 || scope[3] != "s3" || scope[4] != "aws4_request") {
     return malformed("The credential is not ACCESSKEY/DATE/REGION/s3/aws4_request.");
   }
-  if (!equal_in_constant_time(scope[0], creds.access_key)) {
+  auto secret = secret_of(scope[0]);
+  if (!secret) {
     return s3_error{s3_code::invalid_access_key_id, "The access key Id you provided does not exist in our records."};
   }
   if (scope[2] != region) return malformed("The authorization header is malformed; the region '" + scope[2] + "' is wrong; expecting '" + std::string{region} + "'");
@@ -214,14 +226,14 @@ std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const cre
                             std::string{"/s3/aws4_request\n"}, hex(sha256_of(canonical))}) {
     to_sign.append(piece);
   }
-  if (!equal_in_constant_time(sigv4_signature(creds.secret_key, scope[1], region, to_sign), c.signature)) {
+  if (!equal_in_constant_time(sigv4_signature(*secret, scope[1], region, to_sign), c.signature)) {
     return s3_error{s3_code::signature_does_not_match,
                     "The request signature we calculated does not match the signature you provided. Check your key "
                     "and signing method."};
   }
   verified out;
   if (c.payload_hash == streaming_signed_payload) {
-    out.chunks = chunk_chain{.signing_key = sigv4_signing_key(creds.secret_key, scope[1], region),
+    out.chunks = chunk_chain{.signing_key = sigv4_signing_key(*secret, scope[1], region),
                              .amz_date = c.amz_date,
                              .scope = scope[1] + "/" + std::string{region} + "/s3/aws4_request",
                              .seed_signature = c.signature};

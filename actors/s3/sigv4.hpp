@@ -1,6 +1,6 @@
 // AWS Signature Version 4 for S3: checking the Authorization header and
-// presigned URLs against one access key and its secret. Pure: the time
-// is passed in.
+// presigned URLs against one access key and its secret, or the secret of
+// whichever key the request names. Pure: the time is passed in.
 //
 // What is checked: the algorithm (AWS4-HMAC-SHA256), the access key, the
 // credential scope (date, this gateway's region, "s3", "aws4_request"),
@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +43,13 @@ struct verified {
 /// Checks `r`'s signature. `now_s`: seconds since the epoch.
 std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const credentials& c, std::string_view region,
                                               std::int64_t now_s);
+
+/// The secret of an access key; nullopt for a key nobody holds.
+using secret_lookup = std::function<std::optional<std::string>(std::string_view access_key)>;
+
+/// Checks `r`'s signature against the secret of the access key it names.
+std::variant<verified, s3_error> verify_sigv4(const parsed_request& r, const secret_lookup& secret_of,
+                                              std::string_view region, std::int64_t now_s);
 
 /// The canonical request (SigV4 task 1) of `r` over `signed_headers`
 /// (lower case, sorted). Query parameters named in `excluded` are left out.

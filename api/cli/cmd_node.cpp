@@ -32,6 +32,7 @@ struct node_flags {
   bool s3_anonymous = false;
   std::string s3_access_key;
   std::string s3_secret_key;
+  std::string s3_users;
   CLI::App* up = nullptr;
 };
 
@@ -78,6 +79,7 @@ result<s3_section> up_s3_settings(const node_flags& f) {
   if (given(up, "--s3-anonymous")) s.anonymous = f.s3_anonymous;
   if (given(up, "--s3-access-key")) s.access_key = f.s3_access_key;
   if (given(up, "--s3-secret-key")) s.secret_key = f.s3_secret_key;
+  if (given(up, "--s3-users")) s.users = f.s3_users;
   return s;
 }
 
@@ -173,6 +175,8 @@ void add_node_commands(CLI::App& app, int& exit_code) {
   up->add_option("--s3-access-key", flags->s3_access_key, "The access key id S3 requests must be signed with");
   up->add_option("--s3-secret-key", flags->s3_secret_key, "Its secret (also from SLUICE_S3_SECRET_KEY)")
       ->envname("SLUICE_S3_SECRET_KEY");
+  up->add_option("--s3-users", flags->s3_users, "S3 requests must be signed by a user of this file (sluice s3 user)")
+      ->check(CLI::ExistingFile);
   flags->up = up;
   up->callback([flags, &exit_code] { exit_code = run_up(*flags); });
 

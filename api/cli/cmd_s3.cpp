@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "api/cli/cli.hpp"
 #include "api/cli/s3_gateway.hpp"
+#include "api/cli/s3_users.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/units.hpp"
 
@@ -54,6 +57,7 @@ result<s3_section> settings_of(const s3_flags& f, CLI::App& cmd) {
   if (given(cmd.get_option_no_throw("--anonymous"))) s.anonymous = v.anonymous;
   if (given(cmd.get_option_no_throw("--access-key"))) s.access_key = v.access_key;
   if (given(cmd.get_option_no_throw("--secret-key"))) s.secret_key = v.secret_key;
+  if (given(cmd.get_option_no_throw("--users"))) s.users = v.users;
   if (given(cmd.get_option_no_throw("--domain"))) s.domain = v.domain;
   if (given(cmd.get_option_no_throw("--region"))) s.region = v.region;
   if (given(cmd.get_option_no_throw("--owner"))) s.owner = v.owner;
@@ -76,6 +80,121 @@ result<s3_section> settings_of(const s3_flags& f, CLI::App& cmd) {
     s.idle_timeout = *t;
   }
   return s;
+}
+
+/// `sluice s3 user …`: what each subcommand was given.
+struct user_flags {
+  std::string users;
+  std::string name;
+  std::vector<std::string> grants;
+  bool json = false;
+};
+
+int user_failed(const error& e) {
+  std::cerr << "sluice s3 user: " << e.message() << "\n";
+  return e.code() == errc::invalid_argument || e.code() == errc::not_found || e.code() == errc::conflict
+             ? exit_usage
+             : exit_failed;
+}
+
+result<std::vector<std::pair<std::string, s3::bucket_access>>> grants_of(const std::vector<std::string>& texts) {
+  std::vector<std::pair<std::string, s3::bucket_access>> out;
+  for (const auto& text : texts) {
+    auto grant = parse_grant(text);
+    if (!grant) return grant.error();
+    out.push_back(std::move(*grant));
+  }
+  return out;
+}
+
+std::string grants_text(const s3::s3_user& u) {
+  std::string out;
+  for (const auto& [bucket, access] : u.grants) {
+    if (!out.empty()) out += ' ';
+    out += bucket + "=" + std::string{s3::to_string(access)};
+  }
+  return out.empty() ? "(no grants)" : out;
+}
+
+int run_user_add(const user_flags& f) {
+  auto grants = grants_of(f.grants);
+  if (!grants) return user_failed(grants.error());
+  auto store = s3_user_store::open(f.users, true);
+  if (!store) return user_failed(store.error());
+  auto user = (*store)->add(f.name, *grants);
+  if (!user) return user_failed(user.error());
+  // The secret is shown this once; the file keeps it for the gateway.
+  std::cout << "user " << user->name << "\naccess key: " << user->keys.access_key
+            << "\nsecret key: " << user->keys.secret_key << "\ngrants: " << grants_text(*user) << std::endl;
+  return exit_ok;
+}
+
+int run_user_rm(const user_flags& f) {
+  auto store = s3_user_store::open(f.users, false);
+  if (!store) return user_failed(store.error());
+  auto removed = (*store)->remove(f.name);
+  if (!removed) return user_failed(removed.error());
+  if (!*removed) return user_failed(error{errc::not_found, "there is no user '" + f.name + "'"});
+  std::cout << "removed user " << f.name << std::endl;
+  return exit_ok;
+}
+
+int run_user_grant(const user_flags& f) {
+  auto grants = grants_of(f.grants);
+  if (!grants) return user_failed(grants.error());
+  auto store = s3_user_store::open(f.users, false);
+  if (!store) return user_failed(store.error());
+  for (const auto& [bucket, access] : *grants) {
+    if (auto ok = (*store)->grant(f.name, bucket, access); !ok) return user_failed(ok.error());
+  }
+  return exit_ok;
+}
+
+int run_user_ls(const user_flags& f) {
+  auto store = s3_user_store::open(f.users, false);
+  if (!store) return user_failed(store.error());
+  auto users = (*store)->all();
+  if (!users) return user_failed(users.error());
+  if (f.json) {
+    auto out = nlohmann::json::array();
+    for (const auto& u : *users) {
+      auto grants = nlohmann::json::object();
+      for (const auto& [bucket, access] : u.grants) grants[bucket] = std::string{s3::to_string(access)};
+      out.push_back({{"name", u.name}, {"access_key", u.keys.access_key}, {"grants", grants}});
+    }
+    std::cout << out.dump(2) << std::endl;
+    return exit_ok;
+  }
+  for (const auto& u : *users) std::cout << u.name << "  " << u.keys.access_key << "  " << grants_text(u) << "\n";
+  std::cout << std::flush;
+  return exit_ok;
+}
+
+void add_user_commands(CLI::App& s3, int& exit_code) {
+  auto* user = s3.add_subcommand("user", "Manage the gateway's users (a sqlite file given to sluice s3 --users)");
+  user->require_subcommand(1);
+  auto add_file = [](CLI::App* cmd, user_flags& f) {
+    cmd->add_option("--users", f.users, "The users file (made by the first add)")->required();
+  };
+  auto f = std::make_shared<user_flags>();
+  auto* add = user->add_subcommand("add", "Add a user with new keys; prints the secret, once");
+  add->add_option("NAME", f->name, "The user's name")->required();
+  add->add_option("--grant", f->grants, "BUCKET=read|write (repeatable; * for every bucket)");
+  add_file(add, *f);
+  add->callback([f, &exit_code] { exit_code = run_user_add(*f); });
+  auto* rm = user->add_subcommand("rm", "Remove a user: its key is refused from the next request on");
+  rm->add_option("NAME", f->name, "The user's name")->required();
+  add_file(rm, *f);
+  rm->callback([f, &exit_code] { exit_code = run_user_rm(*f); });
+  auto* grant = user->add_subcommand("grant", "Set a user's access to buckets");
+  grant->add_option("NAME", f->name, "The user's name")->required();
+  grant->add_option("GRANT", f->grants, "BUCKET=read|write|none (* for every bucket)")->required();
+  add_file(grant, *f);
+  grant->callback([f, &exit_code] { exit_code = run_user_grant(*f); });
+  auto* ls = user->add_subcommand("ls", "List users: name, access key, grants (never secrets)");
+  ls->add_flag("--json", f->json, "Print JSON");
+  add_file(ls, *f);
+  ls->callback([f, &exit_code] { exit_code = run_user_ls(*f); });
 }
 
 int run_s3(const s3_flags& f, CLI::App& cmd) {
@@ -113,6 +232,9 @@ void add_s3_command(CLI::App& app, int& exit_code) {
       ->envname("SLUICE_S3_SECRET_KEY");
   s3->add_option("--domain", v.domain, "Also accept virtual-host addressing: BUCKET.DOMAIN");
   s3->add_option("--region", v.region, "The region reported to clients (default us-east-1)");
+  s3->add_option("--users", v.users,
+                 "Requests must be signed by a user of this file, within the user's grants (sluice s3 user add)")
+      ->check(CLI::ExistingFile);
   s3->add_option("--owner", v.owner,
                  "Cache objects' chunks in the pool of the owner at HOST:PORT (this host's), so hot reads come "
                  "from memory");
@@ -125,7 +247,11 @@ void add_s3_command(CLI::App& app, int& exit_code) {
   s3->add_option("--idle-timeout", f->idle_timeout,
                  "Idle keep-alive connections close after this; also each read or write must progress within it "
                  "(default 30s)");
-  s3->callback([f, s3, &exit_code] { exit_code = run_s3(*f, *s3); });
+  add_user_commands(*s3, exit_code);
+  s3->callback([f, s3, &exit_code] {
+    if (s3->got_subcommand("user")) return;  // it ran its own command
+    exit_code = run_s3(*f, *s3);
+  });
 }
 
 }  // namespace sluice::cli

@@ -32,19 +32,24 @@ result<posix_bucket_options> store_options(const s3_section& s) {
   return out;
 }
 
-/// Exactly one of: anonymous, or an access key with its secret.
+/// Exactly one of: anonymous, an access key with its secret, or a users
+/// file.
 result<std::optional<s3::credentials>> access_of(const s3_section& s, std::string_view flag_prefix) {
   std::string p{flag_prefix};
   bool keyed = !s.access_key.empty() || !s.secret_key.empty();
-  if (s.anonymous && keyed) {
-    return fail(errc::invalid_argument, p + "anonymous and " + p + "access-key/" + p + "secret-key exclude each other");
+  int modes = (s.anonymous ? 1 : 0) + (keyed ? 1 : 0) + (s.users.empty() ? 0 : 1);
+  if (modes > 1) {
+    return fail(errc::invalid_argument, p + "anonymous, " + p + "access-key/" + p + "secret-key and " + p +
+                                            "users exclude each other");
   }
-  if (s.anonymous) return std::optional<s3::credentials>{};
+  if (s.anonymous || !s.users.empty()) return std::optional<s3::credentials>{};
   if (!keyed) {
-    return fail(errc::invalid_argument, "say who may use the gateway: " + p + "access-key KEY " + p +
+    return fail(errc::invalid_argument, "say who may use the gateway: " + p + "users FILE (users added with "
+                                            "sluice s3 user add, each with grants per bucket), " + p +
+                                            "access-key KEY " + p +
                                             "secret-key SECRET (requests signed with SigV4), or " + p +
-                                            "anonymous (anyone may read and write); in [s3]: access_key and "
-                                            "secret_key, or anonymous = true");
+                                            "anonymous (anyone may read and write); in [s3]: users, access_key "
+                                            "and secret_key, or anonymous = true");
   }
   if (s.access_key.empty() || s.secret_key.empty()) {
     return fail(errc::invalid_argument, p + "access-key and " + p + "secret-key go together");
@@ -143,10 +148,19 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
     reads = g->cached_reads_.get();
     g->cache_note_ = "chunks of " + format_size(s.chunk_bytes) + " cached in the pool of the owner at " + s.owner;
   }
+  if (!s.users.empty()) {
+    auto users = s3_user_store::open(s.users, false);
+    if (!users) {
+      return fail(users.code() == errc::not_found ? errc::invalid_argument : users.code(), users.error().message());
+    }
+    g->users_ = std::move(*users);
+    g->users_path_ = s.users;
+  }
   g->gateway_ = std::make_unique<s3::gateway>(*g->store_, *reads,
                                               s3::gateway_options{.domain = s.domain,
                                                                   .region = s.region,
                                                                   .auth = *access,
+                                                                  .users = g->users_.get(),
                                                                   .seed = entropy_seed(),
                                                                   .now_ns = wall_clock_ns});
   auto server = s3_server::start(*g->gateway_,
@@ -168,6 +182,7 @@ running_s3_gateway::~running_s3_gateway() {
 std::string running_s3_gateway::cache_note() const { return cache_note_; }
 
 std::string running_s3_gateway::access_note() const {
+  if (!users_path_.empty()) return " (requests must be signed by a user of " + users_path_ + ", within their grants)";
   if (access_key_.empty()) return " (anonymous access: anyone may read and write)";
   return " (requests must be signed with SigV4, access key " + access_key_ + ")";
 }

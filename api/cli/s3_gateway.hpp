@@ -9,6 +9,7 @@
 
 #include "actors/s3/chunk_cache.hpp"
 #include "actors/s3/gateway.hpp"
+#include "api/cli/s3_users.hpp"
 #include "api/src/s3_server.hpp"
 #include "runtime/config/node_config.hpp"
 #include "runtime/storage/posix_bucket_store.hpp"
@@ -39,7 +40,9 @@ class running_s3_gateway {
 
  private:
   running_s3_gateway() = default;
-  std::string access_key_;  ///< empty: anonymous
+  std::string access_key_;  ///< empty: anonymous, or users
+  std::string users_path_;  ///< empty: no users
+  std::unique_ptr<s3_user_store> users_;
   std::string cache_note_;
   std::unique_ptr<posix_bucket_store> store_;
   std::unique_ptr<s3::store_read_path> file_reads_;

@@ -453,6 +453,7 @@ constexpr key_spec s3_keys[] = {
     {"anonymous", store<&node_config::s3, &s3_section::anonymous, read_bool>},
     {"access_key", store<&node_config::s3, &s3_section::access_key, read_string>},
     {"secret_key", store<&node_config::s3, &s3_section::secret_key, read_string>},
+    {"users", store<&node_config::s3, &s3_section::users, read_string>},
     {"domain", store<&node_config::s3, &s3_section::domain, read_string>},
     {"region", store<&node_config::s3, &s3_section::region, read_string>},
     {"cache", store<&node_config::s3, &s3_section::cache, read_bool>},

@@ -219,6 +219,9 @@ struct s3_section {
   /// may come from SLUICE_S3_SECRET_KEY instead).
   std::string access_key{};
   std::string secret_key{};
+  /// Requests must be signed by a user of this sqlite file (`sluice s3
+  /// user add`), within the user's grants.
+  std::string users{};
   /// Also accept virtual-host addressing: BUCKET.DOMAIN.
   std::string domain{};
   std::string region{"us-east-1"};

@@ -34,14 +34,17 @@ SLUICE_BINARY = os.environ.get("SLUICE_BINARY", "build/api/sluice")
 class Gateway:
     """A `sluice s3` process exporting `data_dir` as bucket `data`, with
     `root_dir` for buckets made through the API: anonymous, or checking
-    SigV4 signatures when given `access` = (key, secret)."""
+    SigV4 signatures when given `access` = (key, secret), or the users of
+    the file `users`."""
 
-    def __init__(self, tmp_path, extra_args=(), access=None):
+    def __init__(self, tmp_path, extra_args=(), access=None, users=None):
         self.data_dir = os.path.join(tmp_path, "data")
         self.root_dir = os.path.join(tmp_path, "root")
         os.makedirs(self.data_dir, exist_ok=True)
         os.makedirs(self.root_dir, exist_ok=True)
         who = ["--access-key", access[0], "--secret-key", access[1]] if access else ["--anonymous"]
+        if users:
+            who = ["--users", users]
         args = [SLUICE_BINARY, "s3", "--listen", "127.0.0.1:0", "--bucket", "data=" + self.data_dir,
                 "--root", self.root_dir, *who, *extra_args]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
