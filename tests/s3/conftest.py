@@ -31,6 +31,17 @@ requires_boto3 = pytest.mark.skipif(not HAVE_BOTO3,
 SLUICE_BINARY = os.environ.get("SLUICE_BINARY", "build/api/sluice")
 
 
+def end_process(proc, wait=10):
+    """SIGTERM, and SIGKILL when `proc` has not exited within `wait` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class Gateway:
     """A `sluice s3` process exporting `data_dir` as bucket `data`, with
     `root_dir` for buckets made through the API: anonymous, or checking
@@ -69,13 +80,7 @@ class Gateway:
         return self.proc.poll() is None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         self.proc.stdout.close()
         self.proc.stderr.close()
 

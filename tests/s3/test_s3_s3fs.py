@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import Gateway
+from conftest import Gateway, end_process
 
 KEY, SECRET = "AKIDS3FS", "s3fs-secret"
 
@@ -45,13 +45,7 @@ class Mount:
     def stop(self):
         if os.path.ismount(self.point):
             subprocess.run(["fusermount", "-u", self.point], capture_output=True, timeout=30)
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc)
         out = self.proc.stdout.read()
         self.proc.stdout.close()
         return out
