@@ -124,6 +124,9 @@ cached_read_path::cached_read_path(read_path& inner, chunk_store& chunks, std::u
 result<opened_object> cached_read_path::open(std::string_view bucket, std::string_view key) {
   auto opened = inner_.open(bucket, key);
   if (!opened) return opened;
+  // A write-back object not in its file yet is read from its own chunks,
+  // already in the pool: keeping them again would hold them twice.
+  if (opened->reader->stat().unflushed) return opened;
   opened->reader = std::make_unique<cached_reader>(std::move(opened->reader), std::string{bucket}, std::string{key},
                                                    chunk_bytes_, chunks_, stats_);
   return opened;

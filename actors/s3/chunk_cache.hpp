@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/s3/read_path.hpp"
 #include "sluice/value.hpp"
@@ -35,6 +36,30 @@ class chunk_store {
   virtual std::optional<value> get(const std::string& key) = 0;
   /// Keeps `bytes` under `key`. Best effort: false when it was not kept.
   virtual bool put(const std::string& key, std::span<const std::byte> bytes) = 0;
+
+  // What write-back needs beyond a cache: chunks that must not go.
+  /// Keeps `bytes` under `key` in `copies` copies on distinct owners, kept
+  /// from eviction until drop(): an error when that could not be done.
+  virtual result<void> keep(const std::string& key, std::span<const std::byte> bytes, std::uint32_t copies) {
+    (void)key, (void)bytes, (void)copies;
+    return fail(errc::unavailable, "this chunk store cannot keep chunks");
+  }
+  /// The chunk kept under `key`, or the error that kept it from coming
+  /// (not_found: no copy of it is left).
+  virtual result<value> fetch(const std::string& key) {
+    (void)key;
+    return fail(errc::unavailable, "this chunk store cannot keep chunks");
+  }
+  /// Lets a kept chunk go. False when there was none.
+  virtual result<bool> drop(const std::string& key) {
+    (void)key;
+    return fail(errc::unavailable, "this chunk store cannot keep chunks");
+  }
+  /// The keys of chunks starting with `prefix`, at most `limit`.
+  virtual result<std::vector<std::string>> keys(const std::string& prefix, std::size_t limit) {
+    (void)prefix, (void)limit;
+    return fail(errc::unavailable, "this chunk store cannot list chunks");
+  }
 };
 
 /// Counters, read at any time.

@@ -105,6 +105,10 @@ s3_error from_store_error(const error& e) {
     case errc::permission_denied: return {s3_code::access_denied, e.message()};
     case errc::invalid_argument: return {s3_code::invalid_argument, e.message()};
     case errc::conflict: return {s3_code::invalid_request, e.message()};
+    // The pool or an owner a write-back PUT needs: worth trying again.
+    case errc::unavailable:
+    case errc::timeout:
+    case errc::overloaded: return {s3_code::service_unavailable, e.message()};
     default: return {s3_code::internal_error, e.message()};
   }
 }

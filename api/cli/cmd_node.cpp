@@ -33,6 +33,8 @@ struct node_flags {
   std::string s3_access_key;
   std::string s3_secret_key;
   std::string s3_users;
+  std::vector<std::string> s3_write_back;
+  std::string s3_journal;
   CLI::App* up = nullptr;
 };
 
@@ -80,6 +82,8 @@ result<s3_section> up_s3_settings(const node_flags& f) {
   if (given(up, "--s3-access-key")) s.access_key = f.s3_access_key;
   if (given(up, "--s3-secret-key")) s.secret_key = f.s3_secret_key;
   if (given(up, "--s3-users")) s.users = f.s3_users;
+  if (given(up, "--s3-write-back")) s.write_back = f.s3_write_back;
+  if (given(up, "--s3-journal")) s.journal = f.s3_journal;
   return s;
 }
 
@@ -121,6 +125,7 @@ int run_up(const node_flags& f) {
   if (gateway) {
     std::cout << "S3 gateway listening on " << gateway->address() << gateway->access_note() << "\n"
               << "S3 " << gateway->cache_note() << "\n";
+    if (auto note = gateway->write_back_note(); !note.empty()) std::cout << "S3 " << note << "\n";
   }
   std::cout << "stop with Ctrl-C" << std::endl;
   wait_for_stop_signal();
@@ -177,6 +182,10 @@ void add_node_commands(CLI::App& app, int& exit_code) {
       ->envname("SLUICE_S3_SECRET_KEY");
   up->add_option("--s3-users", flags->s3_users, "S3 requests must be signed by a user of this file (sluice s3 user)")
       ->check(CLI::ExistingFile);
+  up->add_option("--s3-write-back", flags->s3_write_back,
+                 "Write S3 bucket BUCKET back (repeatable; * for every bucket): PUTs are answered once kept in the "
+                 "pool, files written afterwards (needs --s3-journal)");
+  up->add_option("--s3-journal", flags->s3_journal, "The S3 write-back journal, a sqlite file (made when missing)");
   flags->up = up;
   up->callback([flags, &exit_code] { exit_code = run_up(*flags); });
 

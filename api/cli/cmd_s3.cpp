@@ -3,6 +3,8 @@
 // flags given; running_s3_gateway wires the pieces. Serves until
 // SIGINT/SIGTERM.
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -26,6 +28,8 @@ struct s3_flags {
   std::string request_timeout;
   std::string idle_timeout;
   std::string chunk_bytes;
+  std::string flush_delay;
+  std::string dirty_bytes_max;
   bool no_cache = false;
 };
 
@@ -66,6 +70,19 @@ result<s3_section> settings_of(const s3_flags& f, CLI::App& cmd) {
     auto bytes = parse_size(f.chunk_bytes);
     if (!bytes) return fail(errc::invalid_argument, "--chunk-size: " + bytes.error().message());
     s.chunk_bytes = *bytes;
+  }
+  if (given(cmd.get_option_no_throw("--write-back"))) s.write_back = v.write_back;
+  if (given(cmd.get_option_no_throw("--journal"))) s.journal = v.journal;
+  if (given(cmd.get_option_no_throw("--write-back-copies"))) s.write_back_copies = v.write_back_copies;
+  if (given(cmd.get_option_no_throw("--flush-delay"))) {
+    auto d = parse_duration(f.flush_delay);
+    if (!d || d->count() < 0) return fail(errc::invalid_argument, "--flush-delay: not a duration: '" + f.flush_delay + "'");
+    s.flush_delay = *d;
+  }
+  if (given(cmd.get_option_no_throw("--dirty-max"))) {
+    auto bytes = parse_size(f.dirty_bytes_max);
+    if (!bytes || *bytes == 0) return fail(errc::invalid_argument, "--dirty-max: not a size above 0: '" + f.dirty_bytes_max + "'");
+    s.dirty_bytes_max = *bytes;
   }
   if (given(cmd.get_option_no_throw("--threads"))) s.threads = v.threads;
   if (given(cmd.get_option_no_throw("--connections-max"))) s.connections_max = v.connections_max;
@@ -197,6 +214,77 @@ void add_user_commands(CLI::App& s3, int& exit_code) {
   ls->callback([f, &exit_code] { exit_code = run_user_ls(*f); });
 }
 
+std::string age_text(std::int64_t ns) {
+  auto s = ns / 1'000'000'000;
+  if (s < 120) return std::to_string(std::max<std::int64_t>(s, 0)) + "s";
+  if (s < 7200) return std::to_string(s / 60) + "m";
+  return std::to_string(s / 3600) + "h";
+}
+
+struct status_flags {
+  std::string journal;
+  bool json = false;
+};
+
+int run_status(const status_flags& f) {
+  auto status = read_journal_status(f.journal);
+  if (!status) {
+    std::cerr << "sluice s3 status: " << status.error().message() << "\n";
+    return status.code() == errc::not_found || status.code() == errc::invalid_argument ? exit_usage : exit_failed;
+  }
+  auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::uint64_t objects = 0, bytes = 0, failing = 0;
+  std::int64_t oldest = 0;
+  for (const auto& b : status->buckets) {
+    objects += b.objects;
+    bytes += b.bytes;
+    failing += b.failing;
+    if (oldest == 0 || (b.oldest_ns != 0 && b.oldest_ns < oldest)) oldest = b.oldest_ns;
+  }
+  auto lag_ns = oldest == 0 ? 0 : std::max<std::int64_t>(now - oldest, 0);
+  if (f.json) {
+    auto buckets = nlohmann::json::array();
+    for (const auto& b : status->buckets) {
+      buckets.push_back({{"bucket", b.bucket}, {"dirty_objects", b.objects}, {"dirty_bytes", b.bytes},
+                         {"flush_lag_s", b.oldest_ns == 0 ? 0.0 : static_cast<double>(now - b.oldest_ns) / 1e9},
+                         {"failing", b.failing}});
+    }
+    auto failures = nlohmann::json::array();
+    for (const auto& e : status->failures) {
+      failures.push_back({{"bucket", e.bucket}, {"key", e.key}, {"size", e.size}, {"attempts", e.attempts},
+                          {"error", e.error}});
+    }
+    nlohmann::json out{{"gateway_running", status->in_use}, {"dirty_objects", objects}, {"dirty_bytes", bytes},
+                       {"flush_lag_s", static_cast<double>(lag_ns) / 1e9}, {"failing", failing},
+                       {"buckets", buckets}, {"failures", failures}};
+    std::cout << out.dump(2) << std::endl;
+    return exit_ok;
+  }
+  std::cout << "journal " << f.journal << (status->in_use ? " (a gateway has it open)" : " (no gateway has it open)")
+            << "\ndirty: " << objects << (objects == 1 ? " object, " : " objects, ") << format_size(bytes) << "; flush lag "
+            << (objects == 0 ? std::string{"0s"} : age_text(lag_ns)) << "; failing " << failing << "\n";
+  for (const auto& b : status->buckets) {
+    std::cout << "  " << b.bucket << "  " << b.objects << (b.objects == 1 ? " object  " : " objects  ") << format_size(b.bytes) << "  oldest "
+              << age_text(now - b.oldest_ns) << " ago" << (b.failing > 0 ? "  failing " + std::to_string(b.failing) : "")
+              << "\n";
+  }
+  for (const auto& e : status->failures) {
+    std::cout << "  failing: " << e.bucket << "/" << e.key << " (" << format_size(e.size) << ", " << e.attempts
+              << (e.attempts == 1 ? " attempt" : " attempts") << "): " << e.error << "\n";
+  }
+  std::cout << std::flush;
+  return exit_ok;
+}
+
+void add_journal_status_command(CLI::App& s3, int& exit_code) {
+  auto f = std::make_shared<status_flags>();
+  auto* status = s3.add_subcommand("status", "What write-back has yet to write: dirty bytes, flush lag, failures");
+  status->add_option("--journal", f->journal, "The gateway's write-back journal (sluice s3 --journal)")->required();
+  status->add_flag("--json", f->json, "Print JSON");
+  status->callback([f, &exit_code] { exit_code = run_status(*f); });
+}
+
 int run_s3(const s3_flags& f, CLI::App& cmd) {
   auto settings = settings_of(f, cmd);
   if (!settings) return usage(settings.error().message());
@@ -208,6 +296,7 @@ int run_s3(const s3_flags& f, CLI::App& cmd) {
   }
   std::cout << "sluice s3: listening on " << (*gateway)->address() << (*gateway)->access_note() << "\n"
             << (*gateway)->cache_note() << std::endl;
+  if (auto note = (*gateway)->write_back_note(); !note.empty()) std::cout << note << std::endl;
   wait_for_stop_signal();
   std::cout << "sluice s3: stopping" << std::endl;
   return exit_ok;
@@ -247,9 +336,21 @@ void add_s3_command(CLI::App& app, int& exit_code) {
   s3->add_option("--idle-timeout", f->idle_timeout,
                  "Idle keep-alive connections close after this; also each read or write must progress within it "
                  "(default 30s)");
+  s3->add_option("--write-back", v.write_back,
+                 "Write BUCKET back (repeatable; * for every bucket): a PUT is answered once its chunks are in the "
+                 "owner's pool, and its file is written afterwards (needs --owner and --journal)");
+  s3->add_option("--journal", v.journal, "The write-back journal, a sqlite file (made when missing)");
+  s3->add_option("--write-back-copies", v.write_back_copies,
+                 "Copies of each written-back chunk, on distinct owners (default 1)")
+      ->check(CLI::Range(1, 255));
+  s3->add_option("--flush-delay", f->flush_delay,
+                 "A written-back object's file is written this long after its PUT at the earliest (default 0s)");
+  s3->add_option("--dirty-max", f->dirty_bytes_max,
+                 "Bytes waiting to be written at most; writes beyond are written through (default 1GiB)");
   add_user_commands(*s3, exit_code);
+  add_journal_status_command(*s3, exit_code);
   s3->callback([f, s3, &exit_code] {
-    if (s3->got_subcommand("user")) return;  // it ran its own command
+    if (s3->got_subcommand("user") || s3->got_subcommand("status")) return;  // it ran its own command
     exit_code = run_s3(*f, *s3);
   });
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "actors/s3/names.hpp"
+#include "runtime/log.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/units.hpp"
 #include "sluice/client.hpp"
@@ -92,9 +93,43 @@ class kv_chunks final : public s3::chunk_store {
     return put.ok();
   }
 
+  result<void> keep(const std::string& key, std::span<const std::byte> bytes, std::uint32_t copies) override {
+    // Evicted between the put and the pin (a full pool): put it again.
+    for (int attempt = 0;; ++attempt) {
+      auto put = client_->put(key, bytes, put_options{.timeout = keep_timeout, .replicas = copies});
+      if (!put) return std::move(put).error();
+      auto pinned = client_->pin(key, pin_options{.timeout = keep_timeout, .detached = true});
+      if (pinned) return {};
+      if (pinned.code() != errc::not_found || attempt == 2) return std::move(pinned).error();
+    }
+  }
+
+  result<value> fetch(const std::string& key) override { return client_->get(key, call_options{keep_timeout}); }
+
+  result<bool> drop(const std::string& key) override {
+    // A remove takes the pin with the key.
+    return client_->remove(key, call_options{keep_timeout});
+  }
+
+  result<std::vector<std::string>> keys(const std::string& prefix, std::size_t limit) override {
+    std::vector<std::string> out;
+    list_options options{.timeout = keep_timeout};
+    while (out.size() < limit) {
+      auto page = client_->list(prefix, options);
+      if (!page) return std::move(page).error();
+      for (auto& k : page->keys) out.push_back(std::move(k.key));
+      if (!page->more || page->keys.empty()) break;
+      options.start_after = out.back();
+    }
+    if (out.size() > limit) out.resize(limit);
+    return out;
+  }
+
  private:
   /// A chunk call's deadline: a read waits at most this for the cache.
   static constexpr std::chrono::milliseconds call_timeout{1000};
+  /// Write-back chunk calls wait longer: they are not a cache.
+  static constexpr std::chrono::milliseconds keep_timeout{10000};
   /// How long the cache is left alone after it failed.
   static constexpr std::chrono::milliseconds rest_after_failure{2000};
 
@@ -148,6 +183,15 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
     reads = g->cached_reads_.get();
     g->cache_note_ = "chunks of " + format_size(s.chunk_bytes) + " cached in the pool of the owner at " + s.owner;
   }
+  bucket_store* served = g->store_.get();
+  if (!s.write_back.empty()) {
+    auto ok = g->start_write_back(s, flag_prefix);
+    if (!ok) return std::move(ok).error();
+    served = g->write_back_.get();
+    g->file_reads_ = std::make_unique<s3::store_read_path>(*served);
+    g->cached_reads_ = std::make_unique<s3::cached_read_path>(*g->file_reads_, *g->chunks_, s.chunk_bytes);
+    reads = g->cached_reads_.get();
+  }
   if (!s.users.empty()) {
     auto users = s3_user_store::open(s.users, false);
     if (!users) {
@@ -156,7 +200,7 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
     g->users_ = std::move(*users);
     g->users_path_ = s.users;
   }
-  g->gateway_ = std::make_unique<s3::gateway>(*g->store_, *reads,
+  g->gateway_ = std::make_unique<s3::gateway>(*served, *reads,
                                               s3::gateway_options{.domain = s.domain,
                                                                   .region = s.region,
                                                                   .auth = *access,
@@ -177,7 +221,104 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
 
 running_s3_gateway::~running_s3_gateway() {
   server_.reset();  // no request in flight may outlive the gateway and store it uses
+  if (flusher_.joinable()) {
+    {
+      std::lock_guard lock{flush_mutex_};
+      flush_stopping_ = true;
+    }
+    flush_wake_.notify_all();
+    flusher_.join();
+  }
 }
+
+result<void> running_s3_gateway::start_write_back(const s3_section& s, std::string_view flag_prefix) {
+  std::string p{flag_prefix};
+  if (chunks_ == nullptr) {
+    return fail(errc::invalid_argument, "write-back keeps objects in an owner's pool before their files are written: "
+                                        "give the owner (" + p + "owner HOST:PORT) and keep the cache on");
+  }
+  if (s.journal.empty()) {
+    return fail(errc::invalid_argument, "write-back needs a journal file to survive restarts: " + p +
+                                            "journal FILE (or [s3] journal)");
+  }
+  if (s.write_back_copies < 1 || s.write_back_copies > 255) {
+    return fail(errc::invalid_argument, "write-back copies must be 1 to 255");
+  }
+  if (s.flush_delay.count() < 0) return fail(errc::invalid_argument, "the flush delay cannot be negative");
+  for (const auto& bucket : s.write_back) {
+    if (bucket != "*" && !s3::valid_bucket_name(bucket)) {
+      return fail(errc::invalid_argument, "write-back: '" + bucket + "' is not an S3 bucket name (or * for every bucket)");
+    }
+  }
+  auto journal = s3_journal::open(s.journal);
+  if (!journal) return std::move(journal).error();
+  journal_ = std::move(*journal);
+  auto store = s3::write_back_store::open(
+      *store_, *chunks_, *journal_,
+      s3::write_back_options{.buckets = s.write_back,
+                             .copies = static_cast<std::uint32_t>(s.write_back_copies),
+                             .chunk_bytes = s.chunk_bytes,
+                             .dirty_bytes_max = s.dirty_bytes_max,
+                             .dirty_objects_max = static_cast<std::size_t>(s.dirty_objects_max),
+                             .flush_delay_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(s.flush_delay).count(),
+                             .seed = entropy_seed(),
+                             .now_ns = wall_clock_ns,
+                             .wake = [this] { wake_flusher(); }});
+  if (!store) return fail(store.code(), "cannot read the write-back journal " + s.journal + ": " + store.error().message());
+  write_back_ = std::move(*store);
+  // Chunks of writes a crash cut short: nothing names them any more.
+  if (auto dropped = write_back_->drop_orphans(1'000'000); !dropped) {
+    get_logger("s3")->warn("write-back: could not look for chunks left by writes cut short: {}",
+                           dropped.error().to_string());
+  } else if (*dropped > 0) {
+    get_logger("s3")->info("write-back: let go of {} chunks of writes cut short", *dropped);
+  }
+  auto status = write_back_->status();
+  std::string buckets;
+  for (const auto& b : s.write_back) buckets += (buckets.empty() ? "" : ", ") + b;
+  write_back_note_ = "write-back for " + (buckets == "*" ? std::string{"every bucket"} : "buckets " + buckets) + ": " +
+                     std::to_string(s.write_back_copies) + (s.write_back_copies == 1 ? " copy" : " copies") +
+                     " of each chunk, journal " + s.journal + " (" + std::to_string(status.dirty_objects) +
+                     (status.dirty_objects == 1 ? " object, " : " objects, ") + format_size(status.dirty_bytes) + " to write)";
+  flusher_ = std::thread{[this] { flush_loop(); }};
+  return {};
+}
+
+void running_s3_gateway::wake_flusher() {
+  {
+    std::lock_guard lock{flush_mutex_};
+    flush_woken_ = true;
+  }
+  flush_wake_.notify_one();
+}
+
+void running_s3_gateway::flush_loop() {
+  auto log = get_logger("s3");
+  std::unique_lock lock{flush_mutex_};
+  while (!flush_stopping_) {
+    flush_woken_ = false;
+    lock.unlock();
+    auto step = write_back_->flush_one();
+    lock.lock();
+    using kind = s3::flush_step::kind;
+    if (step.what == kind::failed) {
+      log->warn("write-back: writing '{}' failed (attempt {}), trying again in {}s: {}", step.object, step.attempts,
+                step.retry_in_ns / 1'000'000'000, step.failure ? step.failure->to_string() : "?");
+      // Other objects may be due; a journal that fails every time must not spin.
+      flush_wake_.wait_for(lock, std::chrono::milliseconds{10}, [&] { return flush_stopping_; });
+      continue;
+    }
+    if (step.what != kind::idle) continue;
+    if (step.next_due_ns == 0) {
+      flush_wake_.wait(lock, [&] { return flush_woken_ || flush_stopping_; });
+    } else {
+      auto wait = std::chrono::nanoseconds{std::max<std::int64_t>(step.next_due_ns - wall_clock_ns(), 0)};
+      flush_wake_.wait_for(lock, wait, [&] { return flush_woken_ || flush_stopping_; });
+    }
+  }
+}
+
+std::string running_s3_gateway::write_back_note() const { return write_back_note_; }
 
 std::string running_s3_gateway::cache_note() const { return cache_note_; }
 

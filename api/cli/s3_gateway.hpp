@@ -4,11 +4,16 @@
 // owner, when there is one), the protocol core and the HTTP server.
 #pragma once
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "actors/s3/chunk_cache.hpp"
 #include "actors/s3/gateway.hpp"
+#include "actors/s3/write_back.hpp"
+#include "api/cli/s3_journal.hpp"
 #include "api/cli/s3_users.hpp"
 #include "api/src/s3_server.hpp"
 #include "runtime/config/node_config.hpp"
@@ -37,6 +42,8 @@ class running_s3_gateway {
   /// "chunks of 4 MiB cached in the pool of the owner at ADDR", or why
   /// reads go to the files.
   std::string cache_note() const;
+  /// "write-back for buckets a, b: ..." or empty without write-back.
+  std::string write_back_note() const;
 
  private:
   running_s3_gateway() = default;
@@ -48,8 +55,22 @@ class running_s3_gateway {
   std::unique_ptr<s3::store_read_path> file_reads_;
   std::unique_ptr<s3::chunk_store> chunks_;  ///< null: no cache
   std::unique_ptr<s3::cached_read_path> cached_reads_;
+  // Write-back, when some bucket has it: the store the gateway uses wraps
+  // store_, and a thread writes the files.
+  std::unique_ptr<s3_journal> journal_;
+  std::unique_ptr<s3::write_back_store> write_back_;
+  std::string write_back_note_;
+  std::mutex flush_mutex_;
+  std::condition_variable flush_wake_;
+  bool flush_woken_ = false;
+  bool flush_stopping_ = false;
+  std::thread flusher_;
   std::unique_ptr<s3::gateway> gateway_;
   std::unique_ptr<s3_server> server_;
+
+  result<void> start_write_back(const s3_section& settings, std::string_view flag_prefix);
+  void flush_loop();
+  void wake_flusher();
 };
 
 }  // namespace sluice::cli

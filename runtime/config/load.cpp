@@ -316,6 +316,29 @@ result<std::uint64_t> read_s3_chunk_bytes(const toml::node& value, const key_ref
   if (bytes && *bytes > max_bytes) return invalid(key, fmt::format("at most 64MiB, found {}", *bytes));
   return bytes;
 }
+/// An array of bucket names ("*": every bucket).
+result<std::vector<std::string>> read_bucket_names(const toml::node& value, const key_ref& key) {
+  const auto* list = value.as_array();
+  if (list == nullptr) return must_be(key, "an array of bucket names", value);
+  std::vector<std::string> out;
+  for (const auto& item : *list) {
+    auto name = read_string(item, key);
+    if (!name) return std::move(name).error();
+    if (name->empty()) return invalid(key, "a bucket name is empty");
+    out.push_back(*name);
+  }
+  return out;
+}
+result<std::uint64_t> read_s3_copies(const toml::node& value, const key_ref& key) {
+  auto n = read_integer(value, key, 1, 255);
+  if (!n) return std::move(n).error();
+  return static_cast<std::uint64_t>(*n);
+}
+result<std::uint64_t> read_s3_dirty_objects(const toml::node& value, const key_ref& key) {
+  auto n = read_integer(value, key, 1, 10'000'000);
+  if (!n) return std::move(n).error();
+  return static_cast<std::uint64_t>(*n);
+}
 result<std::int64_t> read_s3_threads(const toml::node& value, const key_ref& key) {
   return read_integer(value, key, 1, 64);
 }
@@ -463,6 +486,12 @@ constexpr key_spec s3_keys[] = {
     {"connections_max", store<&node_config::s3, &s3_section::connections_max, read_s3_connections>},
     {"request_timeout", store<&node_config::s3, &s3_section::request_timeout, read_duration>},
     {"idle_timeout", store<&node_config::s3, &s3_section::idle_timeout, read_duration>},
+    {"write_back", store<&node_config::s3, &s3_section::write_back, read_bucket_names>},
+    {"journal", store<&node_config::s3, &s3_section::journal, read_string>},
+    {"write_back_copies", store<&node_config::s3, &s3_section::write_back_copies, read_s3_copies>},
+    {"flush_delay", store<&node_config::s3, &s3_section::flush_delay, read_duration>},
+    {"dirty_bytes_max", store<&node_config::s3, &s3_section::dirty_bytes_max, read_nonzero_size>},
+    {"dirty_objects_max", store<&node_config::s3, &s3_section::dirty_objects_max, read_s3_dirty_objects>},
 };
 constexpr key_spec log_keys[] = {
     {"level", store<&node_config::log, &log_section::level, read_log_level>},

@@ -236,6 +236,15 @@ struct s3_section {
   std::uint64_t connections_max{256};  ///< served at once, 1 to 65536
   microseconds request_timeout{900'000'000};
   microseconds idle_timeout{30'000'000};
+  /// Buckets written back ("*": every bucket): a PUT is answered once its
+  /// chunks are kept in the pool, and the file is written afterwards from
+  /// `journal`. Needs the chunk cache's owner. See docs/s3.md.
+  std::vector<std::string> write_back{};
+  std::string journal{};
+  std::uint64_t write_back_copies{1};  ///< copies of each chunk, 1 to 255
+  microseconds flush_delay{0};         ///< a dirty object waits this long before its file is written
+  std::uint64_t dirty_bytes_max{1ull << 30};
+  std::uint64_t dirty_objects_max{100'000};
 };
 
 struct node_config {

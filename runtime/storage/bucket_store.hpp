@@ -53,6 +53,9 @@ struct object_meta {
 struct object_stat {
   file_identity identity{};
   std::optional<object_meta> meta{};
+  /// The object is not in its file yet (a write-back store keeps it in
+  /// memory until it is flushed): its reader's bytes lie in memory.
+  bool unflushed = false;
 };
 
 struct listed_object {
@@ -91,6 +94,13 @@ class object_writer {
  public:
   virtual ~object_writer() = default;
   virtual result<void> write(std::span<const std::byte> bytes) = 0;
+  /// The new version's modification time, instead of the time of its
+  /// commit (a write-back store flushing an object acknowledged earlier).
+  /// Before commit(); a store without modification times ignores it.
+  virtual result<void> set_mtime(std::int64_t mtime_ns) {
+    (void)mtime_ns;
+    return {};
+  }
   virtual result<file_identity> commit(const object_meta& meta) = 0;
 };
 

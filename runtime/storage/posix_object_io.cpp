@@ -76,8 +76,20 @@ class posix_writer final : public object_writer {
     return {};
   }
 
+  result<void> set_mtime(std::int64_t mtime_ns) override {
+    SLUICE_ASSERT(!committed_);
+    mtime_ns_ = mtime_ns;
+    return {};
+  }
+
   result<file_identity> commit(const object_meta& meta) override {
     SLUICE_ASSERT(!committed_);
+    if (mtime_ns_) {
+      // The last write is done: set the time now, or a later write would move it.
+      timespec times[2]{{.tv_sec = 0, .tv_nsec = UTIME_OMIT},
+                        {.tv_sec = *mtime_ns_ / 1'000'000'000, .tv_nsec = *mtime_ns_ % 1'000'000'000}};
+      if (::futimens(file_.get(), times) != 0) return errno_error(errno, "set the time of object '" + name_ + "'");
+    }
     struct stat st {};
     if (::fstat(file_.get(), &st) != 0) return errno_error(errno, "stat new object '" + name_ + "'");
     auto identity = identity_of(st);
@@ -98,6 +110,7 @@ class posix_writer final : public object_writer {
   unique_fd file_;
   std::string name_;
   std::string temp_;
+  std::optional<std::int64_t> mtime_ns_{};
   bool committed_ = false;
 };
 
