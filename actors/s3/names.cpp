@@ -67,7 +67,7 @@ std::optional<s3_error> check_key(std::string_view key, std::size_t key_bytes_ma
     auto segment = rest.substr(0, slash);
     if (segment.empty() || segment == "." || segment == "..") {
       return s3_error{s3_code::invalid_argument,
-                      "This gateway stores keys as paths: a key cannot start or end with '/', hold '//', "
+                      "This gateway stores keys as paths: a key cannot start with '/', hold '//', "
                       "or have a '.' or '..' segment."};
     }
     if (segment.size() > segment_bytes_max) {
@@ -77,6 +77,7 @@ std::optional<s3_error> check_key(std::string_view key, std::size_t key_bytes_ma
       return s3_error{s3_code::invalid_argument, "Key segments starting with '.sluice-' are reserved."};
     }
     if (slash == std::string_view::npos) return std::nullopt;
+    if (slash + 1 == rest.size()) return std::nullopt;  // "dir/": a directory marker
     rest.remove_prefix(slash + 1);
   }
 }

@@ -6,7 +6,8 @@
 //
 // Keys are relative paths: '/' separates directories. REQUIRES (checked,
 // invalid_argument otherwise): no empty, "." or ".." segment, no NUL, no
-// leading '/'. Segments starting with `hidden_prefix` are the store's own
+// leading '/'. A key ending in '/' is a directory marker: an empty object
+// that is the directory itself (how S3 clients make an empty directory). Segments starting with `hidden_prefix` are the store's own
 // (temp files, staged uploads): ordinary listings never show them.
 //
 // Thread safety: every method may be called from any thread; readers and

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +31,77 @@ std::pair<std::string_view, std::string_view> split_key(std::string_view key) {
   return {key.substr(0, slash), key.substr(slash + 1)};
 }
 
+// Directory markers: a key ending in '/' names a directory, and is an
+// object (empty) while that directory is marked — made by a PUT of the
+// key — or holds nothing at all. The mark is an xattr on the directory;
+// where there are none, only empty directories are markers.
+constexpr const char* marker_xattr_name = "user.sluice.dir";
+/// The MD5 of no bytes: every marker's ETag.
+constexpr std::string_view empty_md5 = "d41d8cd98f00b204e9800998ecf8427e";
+
+bool is_marked(int dir_fd) { return ::fgetxattr(dir_fd, marker_xattr_name, nullptr, 0) >= 0; }
+
+/// Nothing at all, not even a temp file: a directory a PUT in progress
+/// just made is not a marker.
+bool holds_nothing(int dir_fd) {
+  auto entries = posix::read_dir(dir_fd);
+  return entries && entries->empty();
+}
+
+/// The marker `dir_fd` is, when it is one.
+std::optional<object_stat> marker_stat(int dir_fd) {
+  if (!is_marked(dir_fd) && !holds_nothing(dir_fd)) return std::nullopt;
+  struct stat st {};
+  if (::fstat(dir_fd, &st) != 0) return std::nullopt;
+  return object_stat{.identity = {.size = 0,
+                                  .mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
+                                              st.st_mtim.tv_nsec,
+                                  .inode = static_cast<std::uint64_t>(st.st_ino)},
+                     .meta = object_meta{.etag = std::string{empty_md5}}};
+}
+
+class marker_reader final : public object_reader {
+ public:
+  explicit marker_reader(object_stat stat) : stat_(std::move(stat)) {}
+  const object_stat& stat() const override { return stat_; }
+  result<std::size_t> read(std::uint64_t, std::span<std::byte>) override { return std::size_t{0}; }
+
+ private:
+  object_stat stat_;
+};
+
+/// A PUT of a marker: no bytes; the commit makes (or marks) the directory.
+class marker_writer final : public object_writer {
+ public:
+  marker_writer(unique_fd bucket_fd, std::string dir) : bucket_fd_(std::move(bucket_fd)), dir_(std::move(dir)) {}
+
+  result<void> write(std::span<const std::byte> bytes) override {
+    if (bytes.empty()) return {};
+    return fail(errc::invalid_argument, "'" + dir_ + "/' names a directory: an object whose key ends in '/' is empty");
+  }
+
+  result<file_identity> commit(const object_meta&) override {
+    auto dir = posix::open_subdir(bucket_fd_.get(), dir_, true);
+    if (!dir) return std::move(dir).error();
+    if (::fsetxattr(dir->get(), marker_xattr_name, "1", 1, 0) != 0 && errno != ENOTSUP && errno != EOPNOTSUPP) {
+      return posix::errno_error(errno, "mark directory '" + dir_ + "'");
+    }
+    if (auto synced = posix::sync_fd(dir->get(), "directory '" + dir_ + "'"); !synced) return synced.error();
+    auto parent = posix::open_subdir(bucket_fd_.get(), split_key(dir_).first, false);
+    if (parent) (void)posix::sync_fd(parent->get(), "directory");
+    struct stat st {};
+    if (::fstat(dir->get(), &st) != 0) return posix::errno_error(errno, "stat directory '" + dir_ + "'");
+    return file_identity{.size = 0,
+                         .mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+                         .inode = static_cast<std::uint64_t>(st.st_ino)};
+  }
+
+ private:
+  unique_fd bucket_fd_;
+  std::string dir_;
+};
+
+
 std::int64_t created_ns_of(int dir_fd) {
   struct statx sx {};
   if (::statx(dir_fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_MTIME, &sx) != 0) return 0;
@@ -39,18 +111,20 @@ std::int64_t created_ns_of(int dir_fd) {
 
 /// Removes what a crash left under `dir_fd`: temp files anywhere, and the
 /// staged uploads at the top.
-void clean_tree(int dir_fd, bool top) {
+/// Returns whether it removed anything under `dir_fd`.
+bool clean_tree(int dir_fd, bool top) {
   auto entries = posix::read_dir(dir_fd);
-  if (!entries) return;
+  if (!entries) return false;
+  bool removed = false;
   for (const auto& e : *entries) {
     if (!e.is_dir) {
-      if (e.name.starts_with(temp_prefix)) ::unlinkat(dir_fd, e.name.c_str(), 0);
+      if (e.name.starts_with(temp_prefix) && ::unlinkat(dir_fd, e.name.c_str(), 0) == 0) removed = true;
       continue;
     }
     auto sub = posix::open_beneath(dir_fd, e.name, O_RDONLY | O_DIRECTORY);
     if (!sub) continue;
     bool staged = top && e.name == uploads_dir;
-    clean_tree(sub->get(), false);
+    bool emptied = clean_tree(sub->get(), false);
     if (staged) {
       // Every staged file goes; then the emptied directories.
       auto parts = posix::read_dir(sub->get());
@@ -62,8 +136,13 @@ void clean_tree(int dir_fd, bool top) {
         ::unlinkat(sub->get(), upload.name.c_str(), AT_REMOVEDIR);
       }
       ::unlinkat(dir_fd, e.name.c_str(), AT_REMOVEDIR);
+    } else if (emptied && !is_marked(sub->get()) && holds_nothing(sub->get())) {
+      // A directory a crashed PUT made for its temp file: not a marker.
+      ::unlinkat(dir_fd, e.name.c_str(), AT_REMOVEDIR);
     }
+    removed = removed || emptied;
   }
+  return removed;
 }
 
 /// Removes a tree that holds no object: directories, and what is ours
@@ -109,6 +188,13 @@ struct list_walk {
   result<void> walk(int dir_fd, const std::string& dir_key) {
     auto entries = posix::read_dir(dir_fd);
     if (!entries) return entries.error();
+    // A marker sorts before everything under it.
+    if (!dir_key.empty() && out.size() < limit && std::string_view{dir_key}.starts_with(prefix) &&
+        dir_key > start_after) {
+      if (entries->empty() || is_marked(dir_fd)) {
+        if (auto st = marker_stat(dir_fd)) out.push_back(listed_object{.key = dir_key, .stat = std::move(*st)});
+      }
+    }
     std::vector<std::pair<std::string, bool>> keys;
     for (auto& e : *entries) keys.emplace_back(dir_key + e.name + (e.is_dir ? "/" : ""), e.is_dir);
     // A directory sorts as its name plus '/', so the walk yields keys in
@@ -150,6 +236,7 @@ result<void> check_store_key(std::string_view key) {
       return fail(errc::invalid_argument, "a key with an empty, '.' or '..' segment");
     }
     if (slash == std::string_view::npos) return {};
+    if (slash + 1 == rest.size()) return {};  // a directory marker
     rest.remove_prefix(slash + 1);
   }
 }
@@ -168,7 +255,7 @@ result<std::unique_ptr<posix_bucket_store>> posix_bucket_store::open(posix_bucke
   }
   for (const auto& b : *all) {
     auto dir = posix::open_dir(*store->bucket_dir(b.name));
-    if (dir) clean_tree(dir->get(), true);
+    if (dir) (void)clean_tree(dir->get(), true);
   }
   return store;
 }
@@ -270,6 +357,18 @@ result<std::unique_ptr<object_reader>> posix_bucket_store::open(std::string_view
   if (!dir) return fail(errc::not_found, "no such bucket");
   auto bucket_fd = posix::open_dir(*dir);
   if (!bucket_fd) return std::move(bucket_fd).error();
+  if (key.ends_with('/')) {
+    auto sub = posix::open_subdir(bucket_fd->get(), key.substr(0, key.size() - 1), false);
+    if (!sub) {
+      if (sub.code() == errc::not_found || sub.code() == errc::invalid_argument) {
+        return fail(errc::not_found, "no such object");
+      }
+      return std::move(sub).error();
+    }
+    auto st = marker_stat(sub->get());
+    if (!st) return fail(errc::not_found, "no such object");
+    return std::unique_ptr<object_reader>{std::make_unique<marker_reader>(std::move(*st))};
+  }
   // O_NONBLOCK: opening a FIFO someone left in the directory must not hang.
   auto fd = posix::open_beneath(bucket_fd->get(), key, O_RDONLY | O_NONBLOCK);
   if (!fd) {
@@ -289,6 +388,10 @@ result<std::unique_ptr<object_writer>> posix_bucket_store::create(std::string_vi
   if (!dir) return fail(errc::not_found, "no such bucket");
   auto bucket_fd = posix::open_dir(*dir);
   if (!bucket_fd) return std::move(bucket_fd).error();
+  if (key.ends_with('/')) {
+    return std::unique_ptr<object_writer>{
+        std::make_unique<marker_writer>(std::move(*bucket_fd), std::string{key.substr(0, key.size() - 1)})};
+  }
   auto [parent, name] = split_key(key);
   for (int attempt = 1;; ++attempt) {
     auto parent_fd = posix::open_subdir(bucket_fd->get(), parent, true);
@@ -307,6 +410,7 @@ result<bool> posix_bucket_store::remove(std::string_view bucket, std::string_vie
   if (!dir) return fail(errc::not_found, "no such bucket");
   auto bucket_fd = posix::open_dir(*dir);
   if (!bucket_fd) return std::move(bucket_fd).error();
+  if (key.ends_with('/')) return remove_marker(bucket_fd->get(), key.substr(0, key.size() - 1));
   auto [parent, name] = split_key(key);
   auto parent_fd = posix::open_subdir(bucket_fd->get(), parent, false);
   if (!parent_fd) return false;
@@ -322,10 +426,38 @@ result<bool> posix_bucket_store::remove(std::string_view bucket, std::string_vie
     auto [up, segment] = split_key(parent);
     auto up_fd = posix::open_subdir(bucket_fd->get(), up, false);
     std::string seg{segment};
-    if (!up_fd || ::unlinkat(up_fd->get(), seg.c_str(), AT_REMOVEDIR) != 0) break;
+    if (!up_fd) break;
+    // A marked directory stays: its marker is an object of its own.
+    if (auto here = posix::open_subdir(up_fd->get(), seg, false); !here || is_marked(here->get())) break;
+    if (::unlinkat(up_fd->get(), seg.c_str(), AT_REMOVEDIR) != 0) break;
     parent = up;
   }
   return true;
+}
+
+result<bool> posix_bucket_store::remove_marker(int bucket_fd, std::string_view dir) {
+  auto [parent, name] = split_key(dir);
+  auto parent_fd = posix::open_subdir(bucket_fd, parent, false);
+  if (!parent_fd) return false;
+  std::string last{name};
+  auto sub = posix::open_subdir(parent_fd->get(), last, false);
+  if (!sub) return false;
+  bool was_marker = marker_stat(sub->get()).has_value();
+  if (::unlinkat(parent_fd->get(), last.c_str(), AT_REMOVEDIR) == 0) {
+    (void)posix::sync_fd(parent_fd->get(), "directory");
+    return was_marker;
+  }
+  if (errno == ENOTEMPTY || errno == EEXIST) {
+    // Objects below stay; only the marker goes, so the directory goes
+    // with the last of them.
+    if (::fremovexattr(sub->get(), marker_xattr_name) != 0 && errno != ENODATA && errno != ENOTSUP &&
+        errno != EOPNOTSUPP) {
+      return posix::errno_error(errno, "unmark directory '" + std::string{dir} + "'");
+    }
+    return was_marker;
+  }
+  if (errno == ENOENT || errno == ENOTDIR) return false;
+  return posix::errno_error(errno, "remove directory '" + std::string{dir} + "'");
 }
 
 result<void> posix_bucket_store::write_meta(std::string_view bucket, std::string_view key, const file_identity& of,

@@ -59,6 +59,8 @@ class posix_bucket_store final : public bucket_store {
   /// The bucket's directory, or nullopt when there is no such bucket.
   std::optional<std::string> bucket_dir(std::string_view bucket) const;
   bool is_exported(std::string_view bucket) const;
+  /// DELETE of "DIR/": the directory when empty, else only its mark.
+  result<bool> remove_marker(int bucket_fd, std::string_view dir);
 
   posix_bucket_options options_;
   std::atomic<std::uint64_t> temp_counter_{0};
@@ -66,6 +68,7 @@ class posix_bucket_store final : public bucket_store {
 
 /// REQUIRES-check for keys handed to the store: invalid_argument when
 /// `key` is empty, absolute, has an empty, "." or ".." segment, or a NUL.
+/// One '/' may end it: a directory marker.
 result<void> check_store_key(std::string_view key);
 
 }  // namespace sluice

@@ -131,6 +131,29 @@ def test_listing_with_prefix_delimiter_and_pagination(s3):
     assert sorted(v1_top) == ["a-c", "a/", "b", "many/", "photos/", "z"]
 
 
+def test_directory_markers_are_directories_listed_before_their_contents(gateway, s3):
+    empty_md5 = '"d41d8cd98f00b204e9800998ecf8427e"'
+    assert s3.put_object(Bucket="data", Key="folder/", Body=b"")["ETag"] == empty_md5
+    assert os.path.isdir(os.path.join(gateway.data_dir, "folder"))
+    head = s3.head_object(Bucket="data", Key="folder/")
+    assert head["ContentLength"] == 0 and head["ETag"] == empty_md5
+    assert s3.get_object(Bucket="data", Key="folder/")["Body"].read() == b""
+    s3.put_object(Bucket="data", Key="folder/x", Body=b"x")
+    listed = s3.list_objects_v2(Bucket="data", Delimiter="/")
+    assert [p["Prefix"] for p in listed["CommonPrefixes"]] == ["folder/"]
+    inside = s3.list_objects_v2(Bucket="data", Prefix="folder/")["Contents"]
+    assert [(o["Key"], o["Size"]) for o in inside] == [("folder/", 0), ("folder/x", 1)]
+    with pytest.raises(ClientError) as e:
+        s3.put_object(Bucket="data", Key="bad/", Body=b"bytes")
+    assert e.value.response["Error"]["Code"] == "InvalidArgument"
+    assert not os.path.exists(os.path.join(gateway.data_dir, "bad"))
+    # Deleting the marker leaves what is under it.
+    s3.delete_object(Bucket="data", Key="folder/")
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="data", Prefix="folder/")["Contents"]] == ["folder/x"]
+    s3.delete_object(Bucket="data", Key="folder/x")
+    assert not os.path.exists(os.path.join(gateway.data_dir, "folder"))
+
+
 def test_keys_with_spaces_plus_and_unicode_round_trip_through_listings(s3):
     keys = ["with space/a+b.txt", "ünïcødé/ключ", "percent%20literal"]
     for k in keys:

@@ -92,6 +92,20 @@ def test_ls_cat_cp_mv_rm_through_an_s3fs_mount(tmp_path):
         run("rm", os.path.join(mnt, "sub", "moved.bin"))
         assert not os.path.exists(os.path.join(data, "sub", "moved.bin"))
         assert sorted(run("ls", mnt).split()) == ["hello.txt", "sub"]
+
+        # mkdir puts a directory marker ("made/"): a directory in the backing
+        # directory, listed while empty, kept when its last file goes.
+        run("mkdir", os.path.join(mnt, "made"))
+        assert os.path.isdir(os.path.join(data, "made"))
+        assert sorted(run("ls", mnt).split()) == ["hello.txt", "made", "sub"]
+        run("cp", os.path.join(data, "hello.txt"), os.path.join(mnt, "made", "in.txt"))
+        assert run("cat", os.path.join(data, "made", "in.txt")) == "hello from the directory\n"
+        run("rm", os.path.join(mnt, "made", "in.txt"))
+        assert os.path.isdir(os.path.join(data, "made"))
+        assert run("ls", os.path.join(mnt, "made")).split() == []
+        run("rmdir", os.path.join(mnt, "made"))
+        assert not os.path.exists(os.path.join(data, "made"))
+        assert sorted(run("ls", mnt).split()) == ["hello.txt", "sub"]
     finally:
         out = mount.stop()
         assert gateway.alive(), "the gateway exited during the test: " + out

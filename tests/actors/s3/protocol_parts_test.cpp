@@ -95,7 +95,9 @@ TEST_CASE("s3 names: bucket names follow S3's rules") {
 TEST_CASE("s3 names: keys that are not safe paths or not UTF-8 are refused with the S3 code") {
   CHECK_FALSE(check_key("a/b/c.txt", 1024).has_value());
   CHECK_FALSE(check_key("\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", 1024).has_value());
-  for (const std::string& bad : std::vector<std::string>{"../x", "a/../b", "/abs", "a//b", "dir/", ".", "a/./b", ".sluice-tmp-1", "x/.sluice-uploads/y",
+  CHECK_FALSE(check_key("dir/", 1024).has_value());  // a directory marker
+  CHECK_FALSE(check_key("a/b/", 1024).has_value());
+  for (const std::string& bad : std::vector<std::string>{"../x", "a/../b", "/abs", "a//b", "dir//", "/", ".", "a/./b", ".sluice-tmp-1", "x/.sluice-uploads/y",
                           std::string{"a\0b", 3}, std::string{"\xff"}, std::string{"\xc0\xaf"}, std::string{"\xed\xa0\x80"}}) {
     auto e = check_key(bad, 1024);
     REQUIRE(e.has_value());

@@ -214,3 +214,59 @@ TEST_CASE("meta record: encodes and decodes, and refuses anything off the gramma
   CHECK_FALSE(sluice::decode_meta_record("sluice-meta 1\n5\n1\n1\n\n").has_value());
   CHECK_FALSE(sluice::decode_meta_record(text.substr(0, text.size() - 1)).has_value());
 }
+
+TEST_CASE("posix bucket store: a key ending in '/' is a directory marker: made by a put, listed, removed") {
+  temp_dir d{"markers"};
+  auto s = open_store(d);
+  put(*s, "photos/", "");
+  CHECK(fs::is_directory(d.path / "photos"));
+  auto st = s->stat("b", "photos/");
+  REQUIRE(st.ok());
+  REQUIRE(st->has_value());
+  CHECK((*st)->identity.size == 0);
+  CHECK((*st)->meta->etag == "d41d8cd98f00b204e9800998ecf8427e");
+  CHECK(keys_of(*s->list("b", "", "", 100)) == std::vector<std::string>{"photos/"});
+
+  // A marker holds no bytes.
+  auto w = s->create("b", "other/");
+  REQUIRE(w.ok());
+  CHECK((*w)->write(bytes_of("x")).code() == sluice::errc::invalid_argument);
+
+  // Objects under it list after it; removing the last keeps the marked
+  // directory (where there are xattrs to mark it with).
+  put(*s, "photos/a", "a");
+  CHECK(keys_of(*s->list("b", "", "", 100)) == std::vector<std::string>{"photos/", "photos/a"});
+  CHECK(keys_of(*s->list("b", "", "photos/", 100)) == std::vector<std::string>{"photos/a"});
+  REQUIRE(*s->remove("b", "photos/a"));
+  if (!fs::is_directory(d.path / "photos")) {
+    MESSAGE("no user xattrs in " << d.path << ": markers last only while their directory is empty");
+    return;
+  }
+  CHECK(keys_of(*s->list("b", "", "", 100)) == std::vector<std::string>{"photos/"});
+  REQUIRE(*s->remove("b", "photos/"));
+  CHECK_FALSE(fs::exists(d.path / "photos"));
+  CHECK_FALSE(s->stat("b", "photos/")->has_value());
+  CHECK_FALSE(*s->remove("b", "photos/"));
+
+  // An empty directory made by another program is a marker too; one
+  // holding files is not, and a remove of its marker keeps the files.
+  fs::create_directories(d.path / "empty");
+  fs::create_directories(d.path / "full");
+  put(*s, "full/f", "f");
+  CHECK(keys_of(*s->list("b", "", "", 100)) == std::vector<std::string>{"empty/", "full/f"});
+  CHECK(s->stat("b", "empty/")->has_value());
+  CHECK_FALSE(s->stat("b", "full/")->has_value());
+  CHECK_FALSE(*s->remove("b", "full/"));
+  CHECK(fs::exists(d.path / "full" / "f"));
+  // An unmarked directory goes with its last object, as before.
+  REQUIRE(*s->remove("b", "full/f"));
+  CHECK_FALSE(fs::exists(d.path / "full"));
+  // A marker put on a directory that holds files, then removed: the files stay.
+  put(*s, "g/h", "h");
+  put(*s, "g/", "");
+  CHECK(keys_of(*s->list("b", "g", "", 100)) == std::vector<std::string>{"g/", "g/h"});
+  REQUIRE(*s->remove("b", "g/"));
+  CHECK(keys_of(*s->list("b", "g", "", 100)) == std::vector<std::string>{"g/h"});
+  REQUIRE(*s->remove("b", "g/h"));
+  CHECK_FALSE(fs::exists(d.path / "g"));
+}
