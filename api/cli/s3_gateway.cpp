@@ -294,11 +294,23 @@ void running_s3_gateway::wake_flusher() {
 
 void running_s3_gateway::flush_loop() {
   auto log = get_logger("s3");
+  // The journal reaches the disk at least this often while it changes.
+  constexpr std::chrono::nanoseconds sync_every = std::chrono::seconds{1};
+  auto synced_at = std::chrono::steady_clock::now();
+  bool unsynced = false;
   std::unique_lock lock{flush_mutex_};
   while (!flush_stopping_) {
+    unsynced = unsynced || flush_woken_;
     flush_woken_ = false;
     lock.unlock();
     auto step = write_back_->flush_one();
+    auto now = std::chrono::steady_clock::now();
+    unsynced = unsynced || step.what != s3::flush_step::kind::idle;
+    if (unsynced && now - synced_at >= sync_every) {
+      if (auto ok = journal_->sync(); !ok) log->warn("write-back: the journal did not reach the disk: {}", ok.error().to_string());
+      synced_at = now;
+      unsynced = false;
+    }
     lock.lock();
     using kind = s3::flush_step::kind;
     if (step.what == kind::failed) {
@@ -309,13 +321,19 @@ void running_s3_gateway::flush_loop() {
       continue;
     }
     if (step.what != kind::idle) continue;
-    if (step.next_due_ns == 0) {
-      flush_wake_.wait(lock, [&] { return flush_woken_ || flush_stopping_; });
+    auto wait = unsynced || flush_woken_ ? std::chrono::nanoseconds{sync_every} : std::chrono::nanoseconds::max();
+    if (step.next_due_ns != 0) {
+      wait = std::min(wait, std::chrono::nanoseconds{std::max<std::int64_t>(step.next_due_ns - wall_clock_ns(), 0)});
+    }
+    auto woken = [&] { return flush_woken_ || flush_stopping_; };
+    if (wait == std::chrono::nanoseconds::max()) {
+      flush_wake_.wait(lock, woken);
     } else {
-      auto wait = std::chrono::nanoseconds{std::max<std::int64_t>(step.next_due_ns - wall_clock_ns(), 0)};
-      flush_wake_.wait_for(lock, wait, [&] { return flush_woken_ || flush_stopping_; });
+      flush_wake_.wait_for(lock, wait, woken);
     }
   }
+  lock.unlock();
+  (void)journal_->sync();
 }
 
 std::string running_s3_gateway::write_back_note() const { return write_back_note_; }

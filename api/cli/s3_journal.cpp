@@ -92,7 +92,9 @@ result<std::unique_ptr<s3_journal>> s3_journal::open(const std::string& path) {
   }
   sqlite3_busy_timeout(out->db_, 5000);  // `sluice s3 status` reads it meanwhile
   for (const char* sql :
-       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+       // NORMAL: a commit is in the WAL, so in the kernel's hands: it
+       // outlives the gateway's process. sync() puts it on the disk.
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
         "CREATE TABLE IF NOT EXISTS info (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS dirty (seq INTEGER PRIMARY KEY, bucket TEXT NOT NULL, key BLOB NOT NULL, "
         "size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, etag TEXT NOT NULL, headers TEXT NOT NULL, "
@@ -124,6 +126,14 @@ result<std::unique_ptr<s3_journal>> s3_journal::open(const std::string& path) {
 s3_journal::~s3_journal() {
   if (db_ != nullptr) sqlite3_close(db_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+result<void> s3_journal::sync() {
+  std::lock_guard lock{mutex_};
+  // A checkpoint syncs the WAL, then copies it into the database.
+  int rc = sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) return db_error(db_, "sync");
+  return {};
 }
 
 result<std::vector<s3::dirty_object>> s3_journal::load() {

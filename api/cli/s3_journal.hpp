@@ -1,7 +1,9 @@
 // The write-back journal in a sqlite file: one row per object
 // acknowledged and not yet in its file (write_back.hpp). A write-back
-// PUT is answered once its row is on disk (synchronous = FULL), and
-// `sluice s3 status` reads the same file, while the gateway runs or not.
+// PUT is answered once its row is committed to the file (in the kernel's
+// page cache: it survives the gateway's process), and sync() puts what
+// was committed on the disk (the gateway calls it every second). `sluice
+// s3 status` reads the same file, while the gateway runs or not.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,8 @@ class s3_journal final : public s3::write_back_journal {
   result<void> add(const s3::dirty_object& object) override;
   result<void> remove(std::span<const std::uint64_t> seqs) override;
   result<void> failed(std::uint64_t seq, std::uint32_t attempts, const std::string& error) override;
+  /// What was committed, on the disk when it returns.
+  result<void> sync();
 
  private:
   s3_journal() = default;
