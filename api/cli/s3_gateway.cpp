@@ -1,6 +1,11 @@
 #include "api/cli/s3_gateway.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
+#include <list>
+#include <unordered_map>
 
 #include "actors/s3/names.hpp"
 #include "runtime/log.hpp"
@@ -64,6 +69,16 @@ result<std::chrono::milliseconds> positive_ms(std::string_view what, std::chrono
   return ms;
 }
 
+/// 0: the CPUs this process may run on, at most 4 — more threads than
+/// CPUs only trade requests between them.
+std::size_t io_threads(std::int64_t configured) {
+  if (configured > 0) return static_cast<std::size_t>(configured);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 4;
+  return static_cast<std::size_t>(std::clamp(n, 1, 4));
+}
+
 std::int64_t wall_clock_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -78,9 +93,13 @@ class kv_chunks final : public s3::chunk_store {
   explicit kv_chunks(std::unique_ptr<client> c) : client_(std::move(c)) {}
 
   std::optional<value> get(const std::string& key) override {
+    if (auto held = recall(key)) return held;
     if (resting()) return std::nullopt;
     auto got = client_->get(key, call_options{call_timeout});
-    if (got) return std::move(*got);
+    if (got) {
+      remember(key, *got);
+      return std::move(*got);
+    }
     if (got.code() != errc::not_found) rest();
     return std::nullopt;
   }
@@ -133,6 +152,37 @@ class kv_chunks final : public s3::chunk_store {
   /// How long the cache is left alone after it failed.
   static constexpr std::chrono::milliseconds rest_after_failure{2000};
 
+  // Views of small chunks read lately, kept so that a hit among them
+  // does not ask the owner: a chunk's key names one version of its bytes,
+  // so a view of it never goes stale. Each holds a read lease (the pool
+  // does not evict what is held), hence the bounds.
+  static constexpr std::size_t view_bytes_max = 64 << 10;   ///< larger chunks are not kept
+  static constexpr std::size_t views_max = 4096;
+  static constexpr std::size_t views_bytes_max = 32 << 20;  ///< all views together
+
+  std::optional<value> recall(const std::string& key) {
+    std::lock_guard lock{views_mutex_};
+    auto it = views_.find(key);
+    if (it == views_.end()) return std::nullopt;
+    recent_.splice(recent_.begin(), recent_, it->second);
+    return it->second->second;
+  }
+
+  void remember(const std::string& key, const value& v) {
+    if (v.size() > view_bytes_max) return;
+    std::lock_guard lock{views_mutex_};
+    if (views_.contains(key)) return;
+    recent_.emplace_front(key, v);
+    views_.emplace(key, recent_.begin());
+    view_bytes_ += v.size();
+    while (views_.size() > views_max || view_bytes_ > views_bytes_max) {
+      auto& [old_key, old] = recent_.back();
+      view_bytes_ -= old.size();
+      views_.erase(old_key);
+      recent_.pop_back();
+    }
+  }
+
   bool resting() const { return std::chrono::steady_clock::now().time_since_epoch().count() < rest_until_.load(); }
   void rest() {
     rest_until_ = (std::chrono::steady_clock::now() + rest_after_failure).time_since_epoch().count();
@@ -140,6 +190,10 @@ class kv_chunks final : public s3::chunk_store {
 
   std::unique_ptr<client> client_;
   std::atomic<std::chrono::steady_clock::rep> rest_until_{0};
+  std::mutex views_mutex_;
+  std::list<std::pair<std::string, value>> recent_;  ///< most recently used first
+  std::unordered_map<std::string, std::list<std::pair<std::string, value>>::iterator> views_;
+  std::size_t view_bytes_ = 0;
 };
 
 }  // namespace
@@ -154,7 +208,7 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
   if (!request_timeout) return std::move(request_timeout).error();
   auto idle_timeout = positive_ms("the idle timeout", s.idle_timeout);
   if (!idle_timeout) return std::move(idle_timeout).error();
-  if (s.threads < 1 || s.threads > 64) return fail(errc::invalid_argument, "threads must be 1 to 64");
+  if (s.threads < 0 || s.threads > 64) return fail(errc::invalid_argument, "threads must be 1 to 64");
   if (s.connections_max < 1 || s.connections_max > 65536) {
     return fail(errc::invalid_argument, "connections_max must be 1 to 65536");
   }
@@ -209,7 +263,7 @@ result<std::unique_ptr<running_s3_gateway>> running_s3_gateway::start(const s3_s
                                                                   .now_ns = wall_clock_ns});
   auto server = s3_server::start(*g->gateway_,
                                  s3_server_options{.listen = s.listen.empty() ? "127.0.0.1:9000" : s.listen,
-                                                   .threads = static_cast<std::size_t>(s.threads),
+                                                   .threads = io_threads(s.threads),
                                                    .connections_max = static_cast<std::size_t>(s.connections_max),
                                                    .request_timeout = *request_timeout,
                                                    .idle_timeout = *idle_timeout});

@@ -232,7 +232,7 @@ struct s3_section {
   bool cache{true};
   std::string owner{};
   std::uint64_t chunk_bytes{4 << 20};  ///< 64 KiB to 64 MiB
-  std::int64_t threads{4};             ///< I/O threads, 1 to 64
+  std::int64_t threads{0};             ///< I/O threads, 1 to 64; 0: the CPUs it may run on, at most 4
   std::uint64_t connections_max{256};  ///< served at once, 1 to 65536
   microseconds request_timeout{900'000'000};
   microseconds idle_timeout{30'000'000};

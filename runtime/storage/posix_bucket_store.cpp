@@ -252,12 +252,26 @@ result<std::unique_ptr<posix_bucket_store>> posix_bucket_store::open(posix_bucke
   for (const auto& b : store->options_.exported) {
     auto dir = posix::open_dir(b.second);
     if (!dir) return std::move(dir).error();
+    store->exported_fds_.push_back(std::move(*dir));
   }
   for (const auto& b : *all) {
     auto dir = posix::open_dir(*store->bucket_dir(b.name));
     if (dir) (void)clean_tree(dir->get(), true);
   }
   return store;
+}
+
+result<posix_bucket_store::dir_ref> posix_bucket_store::open_bucket(std::string_view bucket) const {
+  for (std::size_t i = 0; i < options_.exported.size(); ++i) {
+    if (options_.exported[i].first == bucket) return dir_ref{.fd = exported_fds_[i].get()};
+  }
+  auto dir = bucket_dir(bucket);
+  if (!dir) return fail(errc::not_found, "no such bucket");
+  auto fd = posix::open_dir(*dir);
+  if (!fd) return std::move(fd).error();
+  dir_ref out{.fd = fd->get()};
+  out.owned = std::move(*fd);
+  return out;
 }
 
 bool posix_bucket_store::is_exported(std::string_view bucket) const {
@@ -353,9 +367,7 @@ result<std::optional<object_stat>> posix_bucket_store::stat(std::string_view buc
 
 result<std::unique_ptr<object_reader>> posix_bucket_store::open(std::string_view bucket, std::string_view key) {
   if (auto k = check_store_key(key); !k) return k.error();
-  auto dir = bucket_dir(bucket);
-  if (!dir) return fail(errc::not_found, "no such bucket");
-  auto bucket_fd = posix::open_dir(*dir);
+  auto bucket_fd = open_bucket(bucket);
   if (!bucket_fd) return std::move(bucket_fd).error();
   if (key.ends_with('/')) {
     auto sub = posix::open_subdir(bucket_fd->get(), key.substr(0, key.size() - 1), false);
@@ -384,13 +396,14 @@ result<std::unique_ptr<object_reader>> posix_bucket_store::open(std::string_view
 
 result<std::unique_ptr<object_writer>> posix_bucket_store::create(std::string_view bucket, std::string_view key) {
   if (auto k = check_store_key(key); !k) return k.error();
-  auto dir = bucket_dir(bucket);
-  if (!dir) return fail(errc::not_found, "no such bucket");
-  auto bucket_fd = posix::open_dir(*dir);
+  auto bucket_fd = open_bucket(bucket);
   if (!bucket_fd) return std::move(bucket_fd).error();
   if (key.ends_with('/')) {
+    // Its own descriptor: the writer may outlive this call.
+    unique_fd own{::fcntl(bucket_fd->get(), F_DUPFD_CLOEXEC, 0)};
+    if (own.get() < 0) return posix::errno_error(errno, "open bucket '" + std::string{bucket} + "'");
     return std::unique_ptr<object_writer>{
-        std::make_unique<marker_writer>(std::move(*bucket_fd), std::string{key.substr(0, key.size() - 1)})};
+        std::make_unique<marker_writer>(std::move(own), std::string{key.substr(0, key.size() - 1)})};
   }
   auto [parent, name] = split_key(key);
   for (int attempt = 1;; ++attempt) {
@@ -406,9 +419,7 @@ result<std::unique_ptr<object_writer>> posix_bucket_store::create(std::string_vi
 
 result<bool> posix_bucket_store::remove(std::string_view bucket, std::string_view key) {
   if (auto k = check_store_key(key); !k) return k.error();
-  auto dir = bucket_dir(bucket);
-  if (!dir) return fail(errc::not_found, "no such bucket");
-  auto bucket_fd = posix::open_dir(*dir);
+  auto bucket_fd = open_bucket(bucket);
   if (!bucket_fd) return std::move(bucket_fd).error();
   if (key.ends_with('/')) return remove_marker(bucket_fd->get(), key.substr(0, key.size() - 1));
   auto [parent, name] = split_key(key);
@@ -463,10 +474,8 @@ result<bool> posix_bucket_store::remove_marker(int bucket_fd, std::string_view d
 result<void> posix_bucket_store::write_meta(std::string_view bucket, std::string_view key, const file_identity& of,
                                             const object_meta& meta) {
   if (auto k = check_store_key(key); !k) return k.error();
-  auto dir = bucket_dir(bucket);
-  if (!dir) return fail(errc::not_found, "no such bucket");
-  auto bucket_fd = posix::open_dir(*dir);
-  if (!bucket_fd) return bucket_fd.error();
+  auto bucket_fd = open_bucket(bucket);
+  if (!bucket_fd) return std::move(bucket_fd).error();
   auto fd = posix::open_beneath(bucket_fd->get(), key, O_RDONLY | O_NONBLOCK);
   if (!fd) return fd.error();
   auto st = posix::stat_fd(fd->get(), key);
@@ -477,9 +486,7 @@ result<void> posix_bucket_store::write_meta(std::string_view bucket, std::string
 
 result<std::vector<listed_object>> posix_bucket_store::list(std::string_view bucket, std::string_view prefix,
                                                             std::string_view start_after, std::size_t limit) {
-  auto dir = bucket_dir(bucket);
-  if (!dir) return fail(errc::not_found, "no such bucket");
-  auto bucket_fd = posix::open_dir(*dir);
+  auto bucket_fd = open_bucket(bucket);
   if (!bucket_fd) return std::move(bucket_fd).error();
   std::vector<listed_object> out;
   list_walk walk{.prefix = prefix, .start_after = start_after, .limit = limit, .out = out};

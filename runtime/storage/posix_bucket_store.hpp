@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "runtime/storage/bucket_store.hpp"
+#include "runtime/storage/posix_files.hpp"
 
 namespace sluice {
 
@@ -59,10 +60,19 @@ class posix_bucket_store final : public bucket_store {
   /// The bucket's directory, or nullopt when there is no such bucket.
   std::optional<std::string> bucket_dir(std::string_view bucket) const;
   bool is_exported(std::string_view bucket) const;
+  /// A bucket's directory: an exported one's is held open for good, a
+  /// root bucket's is opened for the call.
+  struct dir_ref {
+    int fd = -1;
+    posix::unique_fd owned{};
+    int get() const { return fd; }
+  };
+  result<dir_ref> open_bucket(std::string_view bucket) const;
   /// DELETE of "DIR/": the directory when empty, else only its mark.
   result<bool> remove_marker(int bucket_fd, std::string_view dir);
 
   posix_bucket_options options_;
+  std::vector<posix::unique_fd> exported_fds_;  ///< one per options_.exported
   std::atomic<std::uint64_t> temp_counter_{0};
 };
 
