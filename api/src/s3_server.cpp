@@ -15,6 +15,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -42,9 +43,16 @@ struct s3_server::impl {
   std::string address;
   std::atomic<std::size_t> connections{0};
   std::vector<std::thread> threads;
+  /// Where requests that wait on the disk (fsync) run, so that they hold
+  /// no I/O thread meanwhile.
+  asio::thread_pool disk;
 
   impl(s3::gateway& g, s3_server_options o)
-      : gateway(g), options(std::move(o)), io(static_cast<int>(options.threads)), acceptor(io) {}
+      : gateway(g),
+        options(std::move(o)),
+        io(static_cast<int>(options.threads)),
+        acceptor(io),
+        disk(options.disk_threads) {}
 };
 
 namespace {
@@ -195,6 +203,27 @@ asio::awaitable<bool> write_response(connection& stream, const s3_server_options
   co_return co_await write_simple(stream, r, keep_alive);
 }
 
+/// `f`'s result, as a coroutine that holds `f` itself (a lambda
+/// coroutine would hold only a pointer to its closure, which co_spawn
+/// moves).
+template <class F>
+asio::awaitable<std::invoke_result_t<F&>> call_of(F f) {
+  co_return f();
+}
+
+/// Runs `f` on the disk threads; the coroutine goes on where it was.
+template <class F>
+asio::awaitable<std::invoke_result_t<F&>> on_disk(s3_server::impl& s, F f) {
+  co_return co_await asio::co_spawn(s.disk.get_executor(), call_of(std::move(f)), asio::use_awaitable);
+}
+
+/// GET and HEAD read (from the pool or the page cache) and stay on the
+/// I/O thread; everything else may wait on the disk.
+bool reads_only(const http::request_parser<http::buffer_body>& parser) {
+  auto verb = parser.get().method();
+  return verb == http::verb::get || verb == http::verb::head;
+}
+
 /// Feeds the request body to `sink` and returns the gateway's answer.
 asio::awaitable<s3::response> read_body(s3_server::impl& s, connection& stream, beast::flat_buffer& buffer,
                                         http::request_parser<http::buffer_body>& parser, s3::body_sink& sink,
@@ -218,19 +247,30 @@ asio::awaitable<s3::response> read_body(s3_server::impl& s, connection& stream, 
     }
     auto got = chunk.size() - parser.get().body().size;
     if (got == 0) continue;
-    if (auto early = sink.write(std::span<const std::byte>{chunk.data(), got})) {
+    // Named, not a temporary in the co_await: GCC 12 mislays those.
+    std::span<const std::byte> piece{chunk.data(), got};
+    auto write_piece = [&sink, piece] { return sink.write(piece); };
+    auto early = co_await on_disk(s, write_piece);
+    if (early) {
       early->close = true;
       co_return std::move(*early);
     }
   }
-  co_return sink.finish();
+  auto finish = [&sink] { return sink.finish(); };
+  co_return co_await on_disk(s, finish);
 }
 
 /// Answers one request whose header was read. False: close the connection.
 asio::awaitable<bool> answer(s3_server::impl& s, connection& stream, beast::flat_buffer& buffer,
                              http::request_parser<http::buffer_body>& parser, std::vector<std::byte>& chunk) {
   auto deadline = clock_type::now() + s.options.request_timeout;
-  auto started = s.gateway.start(head_of(parser));
+  s3::started started;
+  if (reads_only(parser)) {
+    started = s.gateway.start(head_of(parser));
+  } else {
+    auto start = [&s, &parser] { return s.gateway.start(head_of(parser)); };
+    started = co_await on_disk(s, start);
+  }
   s3::response r;
   if (auto* sink = std::get_if<std::unique_ptr<s3::body_sink>>(&started)) {
     if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
@@ -375,6 +415,7 @@ s3_server::~s3_server() {
   });
   impl_->io.stop();
   for (auto& t : impl_->threads) t.join();
+  impl_->disk.join();
 }
 
 const std::string& s3_server::address() const { return impl_->address; }

@@ -4,8 +4,10 @@
 //
 // Threads: `threads` run the I/O; each connection is served by one
 // coroutine on its own strand, so the gateway sees concurrent requests
-// from different connections and ordered ones from each. Store I/O runs
-// on those threads (local files: short waits), never in a caller's.
+// from different connections and ordered ones from each. GET and HEAD
+// run on those threads (reads of the pool and the page cache); every
+// other request, and the bodies of PUTs, on `disk_threads` (fsyncs wait
+// there, holding no I/O thread); never in a caller's.
 //
 // Bounds: connections_max at once (the next is answered 503 SlowDown and
 // closed), header_bytes_max per request header section (400
@@ -29,6 +31,7 @@ namespace sluice {
 struct s3_server_options {
   std::string listen{"127.0.0.1:9000"};  ///< HOST:PORT; port 0 picks a free one
   std::size_t threads{4};
+  std::size_t disk_threads{16};
   std::size_t connections_max{256};
   std::size_t header_bytes_max{16 * 1024};
   std::chrono::milliseconds request_timeout{std::chrono::minutes{15}};

@@ -21,6 +21,8 @@ constexpr std::string_view uploads_dir = ".sluice-uploads";
 /// A write whose directory another request's remove pruned meanwhile is
 /// tried again this many times.
 constexpr int create_attempts_max = 4;
+/// Files up to this size are opened lazily (see open()).
+constexpr std::uint64_t lazy_open_bytes_max = 64 << 10;
 
 bool is_hidden(std::string_view name) { return name.starts_with(hidden_prefix); }
 
@@ -381,6 +383,22 @@ result<std::unique_ptr<object_reader>> posix_bucket_store::open(std::string_view
     if (!st) return fail(errc::not_found, "no such object");
     return std::unique_ptr<object_reader>{std::make_unique<marker_reader>(std::move(*st))};
   }
+  // A small file directly in an exported directory whose record is
+  // remembered needs no descriptor until its bytes are read: a stat, and
+  // the file is opened (and checked to be the same) only then. Its name
+  // has no directory to resolve, so no symlink can be followed on the way.
+  if (!bucket_fd->owned && key.find('/') == std::string_view::npos) {
+    std::string name{key};
+    auto st = posix::stat_at(bucket_fd->get(), name);
+    if (!st) return std::move(st).error();
+    if (!*st) return fail(errc::not_found, "no such object");
+    if ((*st)->identity.size <= lazy_open_bytes_max) {
+      if (auto meta = records_.find(bucket, key, (*st)->identity)) {
+        (*st)->meta = std::move(*meta);
+        return posix::make_lazy_reader(bucket_fd->get(), std::move(name), std::move(**st));
+      }
+    }
+  }
   // O_NONBLOCK: opening a FIFO someone left in the directory must not hang.
   auto fd = posix::open_beneath(bucket_fd->get(), key, O_RDONLY | O_NONBLOCK);
   if (!fd) {
@@ -388,10 +406,16 @@ result<std::unique_ptr<object_reader>> posix_bucket_store::open(std::string_view
     if (fd.code() == errc::invalid_argument) return fail(errc::not_found, "no such object");
     return std::move(fd).error();
   }
-  auto st = posix::stat_fd(fd->get(), key);
+  auto st = posix::stat_fd(fd->get(), key, false);
   if (!st) return std::move(st).error();
   if (!*st) return fail(errc::not_found, "no such object");
-  return posix::make_reader(std::move(*fd), std::move(**st));
+  auto& found = **st;
+  found.meta = records_.find(bucket, key, found.identity);
+  if (!found.meta) {
+    found.meta = posix::record_of(fd->get(), found.identity);
+    if (found.meta) records_.remember(bucket, key, found.identity, *found.meta);
+  }
+  return posix::make_reader(std::move(*fd), std::move(found));
 }
 
 result<std::unique_ptr<object_writer>> posix_bucket_store::create(std::string_view bucket, std::string_view key) {
@@ -481,7 +505,33 @@ result<void> posix_bucket_store::write_meta(std::string_view bucket, std::string
   auto st = posix::stat_fd(fd->get(), key);
   if (!st) return st.error();
   if (!*st || (*st)->identity != of) return fail(errc::conflict, "the file changed meanwhile");
-  return posix::set_record(fd->get(), of, meta);
+  if (auto set = posix::set_record(fd->get(), of, meta); !set) return set;
+  records_.remember(bucket, key, of, meta);
+  return {};
+}
+
+std::optional<object_meta> posix_bucket_store::record_cache::find(std::string_view bucket, std::string_view key,
+                                                                   const file_identity& identity) const {
+  std::lock_guard lock{mutex_};
+  auto it = held_.find(name_of(bucket, key));
+  if (it == held_.end() || it->second.first != identity) return std::nullopt;
+  return it->second.second;
+}
+
+void posix_bucket_store::record_cache::remember(std::string_view bucket, std::string_view key,
+                                                const file_identity& identity, const object_meta& meta) {
+  std::lock_guard lock{mutex_};
+  // Full: start again. Records are read back from the files on demand.
+  if (held_.size() >= records_max) held_.clear();
+  held_.insert_or_assign(name_of(bucket, key), std::pair{identity, meta});
+}
+
+std::string posix_bucket_store::record_cache::name_of(std::string_view bucket, std::string_view key) {
+  std::string out;
+  out.reserve(bucket.size() + 1 + key.size());
+  out.append(bucket).push_back('\0');
+  out.append(key);
+  return out;
 }
 
 result<std::vector<listed_object>> posix_bucket_store::list(std::string_view bucket, std::string_view prefix,

@@ -19,6 +19,9 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,8 +74,26 @@ class posix_bucket_store final : public bucket_store {
   /// DELETE of "DIR/": the directory when empty, else only its mark.
   result<bool> remove_marker(int bucket_fd, std::string_view dir);
 
+  /// The records last read or written, by bucket and key, each for the
+  /// identity it was written for: a file whose identity still matches
+  /// needs no xattr read. At most records_max; then it starts again.
+  class record_cache {
+   public:
+    static constexpr std::size_t records_max = 65536;
+    std::optional<object_meta> find(std::string_view bucket, std::string_view key,
+                                    const file_identity& identity) const;
+    void remember(std::string_view bucket, std::string_view key, const file_identity& identity,
+                  const object_meta& meta);
+
+   private:
+    static std::string name_of(std::string_view bucket, std::string_view key);
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::pair<file_identity, object_meta>> held_;
+  };
+
   posix_bucket_options options_;
   std::vector<posix::unique_fd> exported_fds_;  ///< one per options_.exported
+  record_cache records_;
   std::atomic<std::uint64_t> temp_counter_{0};
 };
 

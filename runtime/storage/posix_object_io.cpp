@@ -116,14 +116,29 @@ class posix_writer final : public object_writer {
 
 }  // namespace
 
-result<std::optional<object_stat>> stat_fd(int fd, std::string_view what) {
+result<std::optional<object_stat>> stat_fd(int fd, std::string_view what, bool with_record) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return errno_error(errno, "stat " + std::string{what});
   if (!S_ISREG(st.st_mode)) return std::optional<object_stat>{};
   object_stat out{.identity = identity_of(st)};
-  auto record = read_record(fd);
-  if (record && record->identity == out.identity) out.meta = std::move(record->meta);
+  if (with_record) out.meta = record_of(fd, out.identity);
   return std::optional<object_stat>{std::move(out)};
+}
+
+std::optional<object_meta> record_of(int fd, const file_identity& identity) {
+  auto record = read_record(fd);
+  if (record && record->identity == identity) return std::move(record->meta);
+  return std::nullopt;
+}
+
+result<std::optional<object_stat>> stat_at(int dir_fd, const std::string& name) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return std::optional<object_stat>{};
+    return errno_error(errno, "stat " + name);
+  }
+  if (!S_ISREG(st.st_mode)) return std::optional<object_stat>{};
+  return std::optional<object_stat>{object_stat{.identity = identity_of(st)}};
 }
 
 result<void> set_record(int fd, const file_identity& of, const object_meta& meta) {
@@ -140,6 +155,43 @@ result<void> set_record(int fd, const file_identity& of, const object_meta& meta
 
 std::unique_ptr<object_reader> make_reader(unique_fd fd, object_stat stat) {
   return std::make_unique<posix_reader>(std::move(fd), std::move(stat));
+}
+
+namespace {
+
+/// A reader that opens its file at the first read, and reads only when
+/// the file opened is the one stat() describes.
+class lazy_reader final : public object_reader {
+ public:
+  lazy_reader(int dir_fd, std::string name, object_stat stat)
+      : dir_fd_(dir_fd), name_(std::move(name)), stat_(std::move(stat)) {}
+  const object_stat& stat() const override { return stat_; }
+
+  result<std::size_t> read(std::uint64_t offset, std::span<std::byte> into) override {
+    if (!file_) {
+      auto fd = open_beneath(dir_fd_, name_, O_RDONLY | O_NONBLOCK);
+      if (!fd) return std::move(fd).error();
+      auto now = stat_fd(fd->get(), name_, false);
+      if (!now) return std::move(now).error();
+      if (!*now || (*now)->identity != stat_.identity) {
+        return fail(errc::aborted, "the object '" + name_ + "' changed while it was being read");
+      }
+      file_ = make_reader(std::move(*fd), stat_);
+    }
+    return file_->read(offset, into);
+  }
+
+ private:
+  int dir_fd_;
+  std::string name_;
+  object_stat stat_;
+  std::unique_ptr<object_reader> file_;
+};
+
+}  // namespace
+
+std::unique_ptr<object_reader> make_lazy_reader(int dir_fd, std::string name, object_stat stat) {
+  return std::make_unique<lazy_reader>(dir_fd, std::move(name), std::move(stat));
 }
 
 result<std::unique_ptr<object_writer>> make_writer(unique_fd dir, std::string name, std::string temp_name) {
