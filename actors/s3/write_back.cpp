@@ -1,6 +1,8 @@
 #include "actors/s3/write_back.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 
 #include "runtime/assert.hpp"
@@ -19,16 +21,6 @@ std::int64_t retry_delay_ns(std::uint32_t attempts) {
   constexpr std::int64_t most = 60'000'000'000;
   auto doublings = std::min<std::uint32_t>(attempts == 0 ? 0 : attempts - 1, 6);
   return std::min(first << doublings, most);
-}
-
-bool hidden_key(std::string_view key) {
-  for (std::size_t at = 0; at <= key.size();) {
-    auto end = key.find('/', at);
-    if (end == std::string_view::npos) end = key.size();
-    if (key.substr(at, end - at).starts_with(hidden_prefix)) return true;
-    at = end + 1;
-  }
-  return false;
 }
 
 std::uint64_t chunk_count(std::uint64_t size, std::uint64_t chunk_bytes) {
@@ -185,10 +177,11 @@ class dirty_reader final : public object_reader {
 }  // namespace
 
 std::string dirty_chunk_key(std::string_view journal_id, std::uint64_t chunks_id, std::uint64_t index) {
-  static constexpr char digits[] = "0123456789abcdef";
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(chunks_id));
   std::string out{dirty_chunk_prefix};
   out.append(journal_id).push_back('/');
-  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(digits[(chunks_id >> shift) & 0xf]);
+  out.append(id, 16);
   out += '/' + std::to_string(index);
   return out;
 }
@@ -236,7 +229,7 @@ bool write_back_store::writes_back(std::string_view bucket) const {
 
 bool write_back_store::dirty_name(std::string_view bucket, std::string_view key) const {
   // Directory markers are directories: made at once, never written back.
-  return writes_back(bucket) && !hidden_key(key) && !key.ends_with('/');
+  return writes_back(bucket) && !has_hidden_segment(key) && !key.ends_with('/');
 }
 
 const dirty_object* write_back_store::visible(std::string_view bucket, std::string_view key) const {
@@ -554,13 +547,9 @@ result<std::size_t> write_back_store::drop_orphans(std::size_t limit) {
       // "~s3w/JOURNAL/" then 16 hex digits.
       if (key.size() < prefix.size() + 16) continue;
       std::uint64_t id = 0;
-      bool hex = true;
-      for (std::size_t i = prefix.size(); i < prefix.size() + 16; ++i) {
-        char c = key[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) hex = false;
-        id = id << 4 | static_cast<std::uint64_t>(d < 0 ? 0 : d);
-      }
+      const char* first = key.data() + prefix.size();
+      auto [end, ec] = std::from_chars(first, first + 16, id, 16);
+      bool hex = ec == std::errc{} && end == first + 16;
       if (hex && !std::binary_search(named.begin(), named.end(), id)) orphans.push_back(key);
     }
   }

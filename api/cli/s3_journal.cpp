@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
@@ -67,10 +68,9 @@ result<std::string> new_journal_id() {
   if (::getrandom(&bits, sizeof bits, 0) != static_cast<ssize_t>(sizeof bits)) {
     return fail(errc::unavailable, "no random bytes for the journal's id");
   }
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string out;
-  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(digits[(bits >> shift) & 0xf]);
-  return out;
+  char id[17];
+  std::snprintf(id, sizeof id, "%016llx", static_cast<unsigned long long>(bits));
+  return std::string{id, 16};
 }
 
 }  // namespace

@@ -32,6 +32,17 @@ namespace sluice {
 /// already on disk carry it.
 inline constexpr std::string_view hidden_prefix = ".sluice-";
 
+/// Whether some '/'-separated segment of `key` is one of the store's own.
+inline bool has_hidden_segment(std::string_view key) {
+  for (std::size_t at = 0; at <= key.size();) {
+    auto end = key.find('/', at);
+    if (end == std::string_view::npos) end = key.size();
+    if (key.substr(at, end - at).starts_with(hidden_prefix)) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 /// What identifies one version of a file's content: a change to any of
 /// them means the content may have changed.
 struct file_identity {
