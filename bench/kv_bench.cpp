@@ -1,15 +1,14 @@
 // kv_bench: the same key-value workload against a Sluice owner and against
 // Redis, both over TCP, reported side by side.
 //
-//   kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--max-ops N]
-//            [--only sluice|redis]
+//   kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--only sluice|redis]
 //
 // For each value size (4 KiB, 1 MiB), client count (1, 8) and operation
 // (put/SET, get/GET) it runs a warm-up, then measures every operation with
-// steady_clock until --seconds pass or a client has done --max-ops. Each
-// client is a thread with its own connection (its own sluice::client, its
-// own socket) and one request outstanding. Every GET is checked (length and
-// bytes at the start, middle and end). Output: one human line per run, then
+// steady_clock until --seconds pass. Each client is a thread with its own
+// connection (its own sluice::client, its own socket) and one request
+// outstanding. Every byte a GET returns is checked, after the operation's
+// time is taken; the time spent checking is left out of the rates. Output: one human line per run, then
 // `figure NAME VALUE UNIT` lines, ending with the Sluice/Redis ratios.
 // Exit status: 0 when every operation succeeded, 1 otherwise, 2 for bad usage.
 //
@@ -82,16 +81,9 @@ std::vector<std::byte> make_value(std::size_t key_index, std::size_t size) {
   return out;
 }
 
-/// Checks the length and 16 bytes at the start, middle and end.
-bool value_matches(std::span<const std::byte> got, std::size_t key_index, std::size_t size) {
-  if (got.size() != size) return false;
-  constexpr std::size_t probe = 16;
-  for (std::size_t start : {std::size_t{0}, size / 2, size > probe ? size - probe : 0}) {
-    for (std::size_t i = start; i < std::min(size, start + probe); ++i) {
-      if (got[i] != pattern_byte(key_index, i)) return false;
-    }
-  }
-  return true;
+/// Checks the length and every byte.
+bool value_matches(std::span<const std::byte> got, std::span<const std::byte> expected) {
+  return got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size()) == 0;
 }
 
 // --- connections ---------------------------------------------------------
@@ -315,28 +307,43 @@ data_set make_data_set(const scenario& s) {
 
 struct run_limits {
   bench_clock::duration duration;
-  std::size_t ops_per_client_max;
 };
+
+/// Latency samples kept per client and run (a bound on memory; the run
+/// goes on past it, counting operations without sampling them).
+constexpr std::size_t samples_max = 4'000'000;
 
 struct client_tally {
   std::vector<std::int64_t> latencies_ns;
+  std::size_t ops = 0;
   std::size_t errors = 0;
   std::string first_error;
   bench_clock::time_point start, end;
+  bench_clock::duration checking{};  // spent checking what gets returned
 };
 
-/// One operation; returns the error text, empty on success.
-std::string do_op(kv_connection& c, const scenario& s, const data_set& d, std::size_t key_index) {
+/// What one operation did: its error text (empty on success) and, for a
+/// get, the bytes it returned (valid until the next call on the connection).
+struct op_outcome {
+  std::string error;
+  std::span<const std::byte> got;
+};
+
+op_outcome do_op(kv_connection& c, const scenario& s, const data_set& d, std::size_t key_index) {
   if (s.op == op_kind::set) {
     auto r = c.set(d.keys[key_index], d.values[key_index]);
-    return r ? std::string{} : r.error().to_string();
+    return {r ? std::string{} : r.error().to_string(), {}};
   }
   auto r = c.get(d.keys[key_index]);
-  if (!r) return r.error().to_string();
-  if (!value_matches(*r, key_index, s.value_bytes)) {
-    return "wrong bytes for " + d.keys[key_index] + " (" + std::to_string(r->size()) + " bytes)";
-  }
-  return {};
+  if (!r) return {r.error().to_string(), {}};
+  return {{}, *r};
+}
+
+/// The operation's error, or a get's wrong bytes; empty when it is right.
+std::string check_op(const scenario& s, const data_set& d, std::size_t key_index, const op_outcome& out) {
+  if (!out.error.empty() || s.op == op_kind::set) return out.error;
+  if (value_matches(out.got, d.values[key_index])) return {};
+  return "wrong bytes for " + d.keys[key_index] + " (" + std::to_string(out.got.size()) + " bytes)";
 }
 
 client_tally run_client(kv_connection& c, const scenario& s, const data_set& d, const run_limits& limits,
@@ -347,25 +354,32 @@ client_tally run_client(kv_connection& c, const scenario& s, const data_set& d, 
   // Warm-up stops at the first error: the measured loop counts errors and
   // is bounded by the deadline; this one is not.
   auto warmup = std::max(warmup_ops, s.key_count);
-  for (std::size_t i = 0; i < warmup && do_op(c, s, d, key % s.key_count).empty(); ++i) ++key;
+  for (std::size_t i = 0; i < warmup; ++i, ++key) {
+    auto k = key % s.key_count;
+    if (!check_op(s, d, k, do_op(c, s, d, k)).empty()) break;
+  }
   ready.arrive_and_wait();
-  t.latencies_ns.reserve(limits.ops_per_client_max);
   t.start = bench_clock::now();
   auto deadline = t.start + limits.duration;
   std::size_t errors_in_a_row = 0;
   auto now = t.start;
-  while (now < deadline && t.latencies_ns.size() < limits.ops_per_client_max &&
-         errors_in_a_row < consecutive_errors_max) {
-    auto error = do_op(c, s, d, key++ % s.key_count);
+  while (now < deadline && errors_in_a_row < consecutive_errors_max) {
+    auto k = key++ % s.key_count;
+    auto out = do_op(c, s, d, k);
     auto after = bench_clock::now();
+    // Every byte a get returned is checked, outside the operation's time.
+    auto error = check_op(s, d, k, out);
+    auto checked = bench_clock::now();
+    t.checking += checked - after;
     if (error.empty()) {
-      t.latencies_ns.push_back(std::chrono::nanoseconds{after - now}.count());
+      ++t.ops;
+      if (t.latencies_ns.size() < samples_max) t.latencies_ns.push_back(std::chrono::nanoseconds{after - now}.count());
       errors_in_a_row = 0;
     } else {
       if (t.errors++ == 0) t.first_error = error;
       ++errors_in_a_row;
     }
-    now = after;
+    now = checked;
   }
   t.end = now;
   return t;
@@ -393,8 +407,15 @@ run_summary summarize(std::vector<client_tally>& tallies) {
     start = std::min(start, t.start);
     end = std::max(end, t.end);
   }
-  r.ops = all.size();
-  r.seconds = std::chrono::duration<double>(end - start).count();
+  // The run's time less the time its clients spent checking bytes (they
+  // check side by side: the mean of theirs).
+  bench_clock::duration checking{};
+  for (auto& t : tallies) {
+    r.ops += t.ops;
+    checking += t.checking;
+  }
+  checking /= static_cast<std::int64_t>(tallies.size());
+  r.seconds = std::chrono::duration<double>(end - start - checking).count();
   r.ops_per_s = r.seconds > 0 ? static_cast<double>(r.ops) / r.seconds : 0;
   if (all.empty()) return r;
   std::sort(all.begin(), all.end());
@@ -485,15 +506,12 @@ struct options {
   std::string sluice_address;
   std::string redis_address;
   double seconds = 2;
-  std::size_t ops_per_client_max = 20000;
   std::string only;
 };
 
 constexpr const char* usage =
-    "usage: kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--max-ops N]\n"
-    "                [--only sluice|redis]\n"
-    "  --seconds N   measured seconds per run (default 2; a fraction is fine)\n"
-    "  --max-ops N   operations per client per run at most (default 20000)\n";
+    "usage: kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--only sluice|redis]\n"
+    "  --seconds N   measured seconds per run (default 2; a fraction is fine)\n";
 
 std::optional<options> parse_options(int argc, char** argv) {
   options o;
@@ -509,12 +527,11 @@ std::optional<options> parse_options(int argc, char** argv) {
     else if (flag == "--redis") o.redis_address = text;
     else if (flag == "--only") o.only = text;
     else if (flag == "--seconds") o.seconds = std::atof(text.c_str());
-    else if (flag == "--max-ops") o.ops_per_client_max = std::strtoull(text.c_str(), nullptr, 10);
     else return std::nullopt;
   }
   bool only_ok = o.only.empty() || o.only == "sluice" || o.only == "redis";
   bool need_sluice = o.only != "redis", need_redis = o.only != "sluice";
-  if (!only_ok || o.seconds <= 0 || o.seconds > 3600 || o.ops_per_client_max == 0) return std::nullopt;
+  if (!only_ok || o.seconds <= 0 || o.seconds > 3600) return std::nullopt;
   if ((need_sluice && o.sluice_address.empty()) || (need_redis && o.redis_address.empty())) return std::nullopt;
   return o;
 }
@@ -579,8 +596,7 @@ int main(int argc, char** argv) {
     std::fputs(usage, stderr);
     return 2;
   }
-  run_limits limits{std::chrono::duration_cast<bench_clock::duration>(std::chrono::duration<double>(o->seconds)),
-                    o->ops_per_client_max};
+  run_limits limits{std::chrono::duration_cast<bench_clock::duration>(std::chrono::duration<double>(o->seconds))};
   std::map<std::string, double> ops_per_s;
   std::map<std::string, double> p50_us;
   bool clean = true;

@@ -3,12 +3,15 @@
 // the same size in the same run, and the cost of getting a view of a
 // 4 KiB and a 64 MiB value (which should not depend on the size).
 //
-//   large_bench --sluice HOST:PORT [--rounds N]
+//   large_bench --sluice HOST:PORT [--seconds S]
+//
+// Each measurement runs for S seconds (default 1) and reports its median.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,11 +35,11 @@ double seconds_since(bench_clock::time_point t0) {
   return std::chrono::duration<double>(bench_clock::now() - t0).count();
 }
 
-/// GB/s of memcpy between two warm 64 MiB buffers.
-double memcpy_rate(const std::vector<std::byte>& source, int rounds) {
+/// GB/s of memcpy between two warm 64 MiB buffers, for `run` (median).
+double memcpy_rate(const std::vector<std::byte>& source, bench_clock::duration run) {
   std::vector<std::byte> dest(big_bytes, std::byte{1});
   std::vector<double> rates;
-  for (int i = 0; i < rounds; ++i) {
+  for (auto until = bench_clock::now() + run; rates.empty() || bench_clock::now() < until;) {
     auto t0 = bench_clock::now();
     std::memcpy(dest.data(), source.data(), big_bytes);
     rates.push_back(static_cast<double>(big_bytes) / seconds_since(t0) / 1e9);
@@ -44,10 +47,12 @@ double memcpy_rate(const std::vector<std::byte>& source, int rounds) {
   return median(rates);
 }
 
-/// GB/s of a put written in place: reserve, memcpy, commit.
-double put_rate(sluice::client& kv, const std::vector<std::byte>& source, int rounds, bool& ok) {
+/// GB/s of a put written in place (reserve, memcpy, commit), for `run`
+/// (median); at least `at_least` puts.
+double put_rate(sluice::client& kv, const std::vector<std::byte>& source, bench_clock::duration run, bool& ok,
+                std::size_t at_least = 1) {
   std::vector<double> rates;
-  for (int i = 0; i < rounds; ++i) {
+  for (auto until = bench_clock::now() + run; rates.size() < at_least || bench_clock::now() < until;) {
     auto t0 = bench_clock::now();
     auto w = kv.reserve("bench/big", big_bytes);
     if (!w) {
@@ -66,17 +71,37 @@ double put_rate(sluice::client& kv, const std::vector<std::byte>& source, int ro
   return median(rates);
 }
 
-/// Median microseconds to get a view of `key` (dropped at once).
-double view_us(sluice::client& kv, const std::string& key, int rounds, bool& ok) {
+/// Gets timed back to back before their views are checked.
+constexpr std::size_t view_batch = 16;
+
+/// Median microseconds to get a view of `key`, for `run`: batches of
+/// gets, each timed, then every byte of each view checked against
+/// `expected` (outside the timing, so the check does not cool the caches
+/// the next get uses).
+double view_us(sluice::client& kv, const std::string& key, std::span<const std::byte> expected,
+               bench_clock::duration run, bool& ok) {
   std::vector<double> times;
-  for (int i = 0; i < rounds; ++i) {
-    auto t0 = bench_clock::now();
-    auto v = kv.get(key);
-    times.push_back(seconds_since(t0) * 1e6);
-    if (!v) {
-      std::fprintf(stderr, "large_bench: get %s: %s\n", key.c_str(), v.error().to_string().c_str());
-      ok = false;
-      return 0;
+  std::vector<sluice::value> views;
+  for (auto until = bench_clock::now() + run; times.empty() || bench_clock::now() < until;) {
+    views.clear();
+    for (std::size_t i = 0; i < view_batch; ++i) {
+      auto t0 = bench_clock::now();
+      auto v = kv.get(key);
+      times.push_back(seconds_since(t0) * 1e6);
+      if (!v) {
+        std::fprintf(stderr, "large_bench: get %s: %s\n", key.c_str(), v.error().to_string().c_str());
+        ok = false;
+        return 0;
+      }
+      views.push_back(std::move(*v));
+    }
+    for (auto& v : views) {
+      auto got = v.bytes();
+      if (got.size() != expected.size() || std::memcmp(got.data(), expected.data(), got.size()) != 0) {
+        std::fprintf(stderr, "large_bench: get %s: wrong bytes (%zu)\n", key.c_str(), got.size());
+        ok = false;
+        return 0;
+      }
     }
   }
   return median(times);
@@ -86,16 +111,17 @@ double view_us(sluice::client& kv, const std::string& key, int rounds, bool& ok)
 
 int main(int argc, char** argv) {
   std::string address;
-  int rounds = 20;
+  double seconds = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--sluice") address = argv[i + 1];
-    if (flag == "--rounds") rounds = std::max(3, std::atoi(argv[i + 1]));
+    if (flag == "--seconds") seconds = std::atof(argv[i + 1]);
   }
-  if (address.empty()) {
-    std::fputs("usage: large_bench --sluice HOST:PORT [--rounds N]\n", stderr);
+  if (address.empty() || !(seconds > 0 && seconds <= 3600)) {
+    std::fputs("usage: large_bench --sluice HOST:PORT [--seconds S]\n", stderr);
     return 2;
   }
+  auto run = std::chrono::duration_cast<bench_clock::duration>(std::chrono::duration<double>(seconds));
   sluice::client_options options;
   options.transport = sluice::client_transport::shared_memory;
   options.timeout = std::chrono::seconds{10};
@@ -108,12 +134,13 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < big_bytes; ++i) source[i] = static_cast<std::byte>(i * 31);
 
   bool ok = true;
-  put_rate(**kv, source, 3, ok);  // warm: the pool's pages get memory
-  double copy = memcpy_rate(source, rounds);
-  double put = put_rate(**kv, source, rounds, ok);
-  if (!(*kv)->put("bench/small", std::string(4096, 's'))) ok = false;
-  double small_view = view_us(**kv, "bench/small", rounds * 10, ok);
-  double big_view = view_us(**kv, "bench/big", rounds * 10, ok);
+  put_rate(**kv, source, bench_clock::duration::zero(), ok, 3);  // warm: the pool's pages get memory
+  double copy = memcpy_rate(source, run);
+  double put = put_rate(**kv, source, run, ok);
+  std::vector<std::byte> small(4096, std::byte{'s'});
+  if (!(*kv)->put("bench/small", small)) ok = false;
+  double small_view = view_us(**kv, "bench/small", small, run, ok);
+  double big_view = view_us(**kv, "bench/big", source, run, ok);
   if (!ok) return 1;
   std::printf("64 MiB: memcpy %.2f GB/s, put written in place %.2f GB/s\n", copy, put);
   std::printf("get as a view: 4 KiB %.2f us, 64 MiB %.2f us\n", small_view, big_view);

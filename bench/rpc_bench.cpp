@@ -3,14 +3,17 @@
 //   rpc_bench serve --sluice HOST:PORT [--spin-us N]
 //       serves "bench/echo" (answers its "data" field), prints "ready",
 //       serves until it is killed
-//   rpc_bench call --sluice HOST:PORT [--seconds S]
+//   rpc_bench call --sluice HOST:PORT [--seconds S] [--transport shm|tcp]
 //       4 KiB echo: one call at a time (c1), then 8 in flight (c8); prints
 //       figure lines rpc_sluice_echo_4k_{c1,c8}_{p50_us,p99_us,calls_per_s,errors};
 //       then reads a stream of 4 KiB items (window 16) for as long:
-//       rpc_sluice_stream_4k_{items_per_s,errors}
+//       rpc_sluice_stream_4k_{items_per_s,errors}. With --transport tcp
+//       the caller reaches the owner over TCP, as a client on another
+//       host would (the server stays on shared memory): the echo figures
+//       are named rpc_sluice_tcp_echo_4k_..., and no stream is read.
 //
-// Both connect through shared memory: the benchmark measures a call
-// between two processes on the owner's host. Exit status: 0 when every
+// The server connects through shared memory, and so does the caller by
+// default: a call between two processes on the owner's host. Exit status: 0 when every
 // call succeeded, 1 otherwise, 2 for bad usage.
 #include <unistd.h>
 
@@ -36,6 +39,7 @@ struct options {
   std::string mode;
   std::string address;
   double seconds = 2;
+  bool tcp = false;  // the caller's link to the owner
   long spin_us = -1;  // -1: the library's default
 };
 
@@ -48,7 +52,11 @@ std::optional<options> parse(int argc, char** argv) {
     if (flag == "--sluice") o.address = argv[i + 1];
     else if (flag == "--seconds") o.seconds = std::atof(argv[i + 1]);
     else if (flag == "--spin-us") o.spin_us = std::atol(argv[i + 1]);
-    else return std::nullopt;
+    else if (flag == "--transport" && (std::string{argv[i + 1]} == "tcp" || std::string{argv[i + 1]} == "shm")) {
+      o.tcp = std::string{argv[i + 1]} == "tcp";
+    } else {
+      return std::nullopt;
+    }
   }
   if ((o.mode != "serve" && o.mode != "call") || o.address.empty() || o.seconds <= 0 || o.spin_us < -1) {
     return std::nullopt;
@@ -58,7 +66,7 @@ std::optional<options> parse(int argc, char** argv) {
 
 std::unique_ptr<sluice::client> connect(const options& o, const char* name) {
   sluice::client_options c;
-  c.transport = sluice::client_transport::shared_memory;
+  c.transport = o.tcp ? sluice::client_transport::tcp : sluice::client_transport::shared_memory;
   c.name = name;
   auto client = sluice::client::connect(o.address, c);
   if (!client) {
@@ -209,14 +217,15 @@ int call(const options& o) {
         return matches(rpc.call(sluice::rpc_target::any(), method, args_for(payload)), n);
       },
       duration);
-  rpc_load::report("rpc_sluice_echo_4k_c1", c1);
+  std::string prefix = o.tcp ? "rpc_sluice_tcp" : "rpc_sluice";
+  rpc_load::report(prefix + "_echo_4k_c1", c1);
   pipelined p{rpc, rpc_load::pipeline{duration}, {}, {}, 0};
   auto finished = p.done.get_future();
   for (int i = 0; i < rpc_load::outstanding_c8; ++i) p.start();
   finished.wait();
   auto c8 = p.load.result();
-  rpc_load::report("rpc_sluice_echo_4k_c8", c8);
-  auto stream_errors = read_stream(rpc, duration);
+  rpc_load::report(prefix + "_echo_4k_c8", c8);
+  auto stream_errors = o.tcp ? 0 : read_stream(rpc, duration);
   return c1.errors == 0 && c8.errors == 0 && stream_errors == 0 ? 0 : 1;
 }
 
@@ -226,7 +235,7 @@ int main(int argc, char** argv) {
   auto o = parse(argc, argv);
   if (!o) {
     std::fputs("usage: rpc_bench serve --sluice HOST:PORT [--spin-us N]\n"
-               "       rpc_bench call --sluice HOST:PORT [--seconds S]\n",
+               "       rpc_bench call --sluice HOST:PORT [--seconds S] [--transport shm|tcp]\n",
                stderr);
     return 2;
   }

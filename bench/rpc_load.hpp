@@ -42,8 +42,11 @@ inline bool answer_matches(const void* data, std::size_t size, std::uint64_t n) 
   if (size != payload_bytes) return false;
   std::uint64_t got = 0;
   std::memcpy(&got, data, sizeof got);
+  // Every byte: the 8 of n, then the letter repeated (each byte equal to
+  // the one after it, and the first of them the letter).
   auto* bytes = static_cast<const char*>(data);
-  return got == n && bytes[size - 1] == static_cast<char>('a' + n % 26);
+  return got == n && bytes[sizeof got] == static_cast<char>('a' + n % 26) &&
+         std::memcmp(bytes + sizeof got, bytes + sizeof got + 1, size - sizeof got - 1) == 0;
 }
 
 struct summary {
