@@ -7,6 +7,7 @@
 
 #include <unordered_map>
 #include <variant>
+#include <utility>
 
 #include "actors/client/client.hpp"
 #include "actors/client/request_table.hpp"
@@ -64,13 +65,16 @@ struct direct_entry {
   /// Writes `request` and waits for the answer to `request_id`.
   result<wire::message> round_trip(const wire::outbound_frame& request, std::uint64_t request_id,
                                    request_clock::time_point deadline) {
+    // Whether the owner's poller slept: then its answer is a wake-up away,
+    // and the first wait spins (if at all) as long as a wake-up takes.
+    bool woke_owner = false;
     {
       std::lock_guard guard{link->send_mutex};
       if (link->closed) return broken(errc::unavailable, "the direct shm channel is closed");
       if (!shm::write_locked(*link, request)) {
         return fail(errc::overloaded, "the owner is not keeping up: the shm request ring is full");
       }
-      shm::notify_poller(*link->requests, link->doorbell.get());
+      woke_owner = shm::notify_poller(*link->requests, link->doorbell.get());
     }
     auto& responses = *link->responses;
     // An interrupt scope is asked once the wait has lasted its `every`.
@@ -79,7 +83,7 @@ struct direct_entry {
     while (true) {
       // A nap at most, so a vanished owner is noticed while we wait.
       auto until = std::min(deadline, request_clock::now() + waiter.config().nap_us);
-      auto state = waiter.wait_readable(responses, until);
+      auto state = waiter.wait_readable(responses, until, std::exchange(woke_owner, false));
       if (state == shm::wait_result::broken) return broken(errc::protocol, "the owner's response ring is corrupt");
       if (state == shm::wait_result::closed) return broken(errc::unavailable, "the owner closed the link");
       if (state == shm::wait_result::timed_out) {

@@ -109,14 +109,15 @@ result<greeting> decode_greeting(std::span<const std::byte> in) {
   return g;
 }
 
-void notify_poller(ring& r, int doorbell_fd) noexcept {
+bool notify_poller(ring& r, int doorbell_fd) noexcept {
   auto& word = r.consumer_wake_word();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (word.load(std::memory_order_relaxed) == ring_awake) return;  // the poller spins
-  if (word.exchange(ring_awake, std::memory_order_relaxed) == ring_awake) return;
+  if (word.load(std::memory_order_relaxed) == ring_awake) return false;  // the poller spins
+  if (word.exchange(ring_awake, std::memory_order_relaxed) == ring_awake) return false;
   std::uint64_t one = 1;
   // A full eventfd counter already means "wake up"; nothing to do then.
   [[maybe_unused]] auto n = ::write(doorbell_fd, &one, sizeof one);
+  return true;
 }
 
 }  // namespace sluice::transport::shm

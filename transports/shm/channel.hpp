@@ -63,7 +63,7 @@ result<greeting> decode_greeting(std::span<const std::byte> bytes);
 /// Producer side of a ring that an owner's poller thread consumes: after a
 /// commit, rings the owner's doorbell (an eventfd) if the poller sleeps.
 /// The Dekker argument of waiter.hpp applies, with the eventfd for the
-/// futex.
-void notify_poller(ring& r, int doorbell_fd) noexcept;
+/// futex. Returns whether it rang (the poller slept).
+bool notify_poller(ring& r, int doorbell_fd) noexcept;
 
 }  // namespace sluice::transport::shm

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -230,9 +231,15 @@ void shm_server::run() {
   std::chrono::nanoseconds budget{0};
   int spins = 0;
   int idle_spins = 0;
+  bool slept_unspun = false;  // the last idle spell slept at once (budget 0)
   while (!stopping_) {
     if (serve_all()) {
       if (idle_spins > 0) policy.paid();  // the next request came while we spun
+      // A request that came within a full spin of the idle spell's start:
+      // spinning would have paid (spin_policy::would_have_paid).
+      if (std::exchange(slept_unspun, false) && std::chrono::steady_clock::now() - idle_since <= policy.max()) {
+        policy.would_have_paid();
+      }
       idle_spins = 0;
       if (++spins % spins_per_event_check == 0) handle_events(0);
       continue;
@@ -254,6 +261,7 @@ void shm_server::run() {
       auto preempted = shm::spin_policy::preempted(now - looked);
       if (now - idle_since >= budget || preempted) {
         if (budget.count() > 0) policy.wasted(preempted);
+        slept_unspun = budget.count() == 0;
         if (options_.on_idle) options_.on_idle();
         sleep_until_work();
         idle_spins = 0;

@@ -24,7 +24,13 @@
 //     again, so a host that has quieted down gets spinning back within a
 //     few dozen waits; each probe that does not pay doubles that interval
 //     (up to probe_every_max), since on a busy host a probe is a wait
-//     spent spinning while the peer waits for the core.
+//     spent spinning while the peer waits for the core;
+//   - a wait that slept but whose answer came within the full budget
+//     (the caller times it) says a spin would have paid: the probes come
+//     at probe_every_min again. Without that, a phase of slow answers
+//     (puts of new keys, which ask the master) spaces the probes out so
+//     far that the fast answers after it go on paying a wake-up each for
+//     thousands of calls.
 //
 // Plain code, no clock of its own (the caller reads it) and no atomics:
 // one policy per waiting thread.
@@ -84,6 +90,9 @@ class spin_policy {
     budget_ /= 2;
     if (budget_ < max_ / 16) budget_ = std::chrono::nanoseconds{0};
   }
+  /// A wait that did not spin (budget 0) had its answer within max():
+  /// a spin would have paid, so probe soon.
+  void would_have_paid() noexcept { probe_every_ = probe_every_min; }
   /// Whether `gap` between two looks at the clock in a spin means the
   /// thread was preempted: then stop spinning (and call wasted()).
   static bool preempted(std::chrono::nanoseconds gap) noexcept { return gap > preemption_gap; }

@@ -80,13 +80,19 @@ std::optional<wait_result> writable_now(ring& r, std::uint32_t length) {
 }  // namespace
 
 template <class Check>
-wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, Check check) {
+wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,
+                         Check check) {
   if (auto now = check()) {
     if (*now == wait_result::ready) ++stats_.ready_at_once;
     return *now;
   }
-  const auto budget = policy_.next_budget();
-  if (budget.count() == 0) return sleep_until_ready(word, deadline, check);
+  const auto budget = policy.next_budget();
+  if (budget.count() == 0) {
+    const auto started = clock::now();
+    auto outcome = sleep_until_ready(word, deadline, check);
+    if (outcome == wait_result::ready && clock::now() - started <= policy.max()) policy.would_have_paid();
+    return outcome;
+  }
   const auto spin_end = std::min(deadline, clock::now() + budget);
   // A spin cut short by a time slice goes on when it runs again, and is
   // not taken as a sign to stop spinning: most often the slice went to a
@@ -101,13 +107,13 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
     cpu_relax();
     if (auto now = check()) {
       if (*now == wait_result::ready) ++stats_.ready_spinning;
-      policy_.paid();
+      policy.paid();
       return *now;
     }
     if (spin % spins_per_clock_read != 0) continue;
     if (clock::now() >= spin_end) break;
   }
-  policy_.wasted();
+  policy.wasted();
   return sleep_until_ready(word, deadline, check);
 }
 
@@ -135,13 +141,14 @@ wait_result waiter::sleep_until_ready(std::atomic<std::uint32_t>& word, clock::t
   }
 }
 
-wait_result waiter::wait_readable(ring& r, clock::time_point deadline) {
-  return wait(r.consumer_wake_word(), deadline, [&r] { return readable_now(r); });
+wait_result waiter::wait_readable(ring& r, clock::time_point deadline, bool woke_peer) {
+  return wait(r.consumer_wake_word(), deadline, woke_peer ? woke_policy_ : policy_,
+              [&r] { return readable_now(r); });
 }
 
 wait_result waiter::wait_writable(ring& r, std::uint32_t length, clock::time_point deadline) {
   if (length > r.record_bytes_max()) return wait_result::broken;
-  return wait(r.producer_wake_word(), deadline, [&r, length] { return writable_now(r, length); });
+  return wait(r.producer_wake_word(), deadline, policy_, [&r, length] { return writable_now(r, length); });
 }
 
 bool notify_consumer(ring& r) noexcept { return wake_if_sleeping(r.consumer_wake_word(), 1); }

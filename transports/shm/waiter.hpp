@@ -46,6 +46,16 @@ struct waiter_config {
   /// wait. Each wait spins only as long as recent spins paid
   /// (spin_policy.hpp): on a busy host, not at all.
   std::chrono::microseconds spin_us{30};
+  /// How long a wait spins at most after this side woke the peer (the
+  /// wait's `woke_peer`). Why 100 µs: the answer then comes after a
+  /// wake-up (37–74 µs, above) plus the peer's work, so a spin of
+  /// spin_us never sees it; and when both sides sleep at once, each
+  /// spins only if the other would answer within its spin — neither
+  /// does, and every call pays two wake-ups (a 4 KiB put took 75–95 µs
+  /// instead of 7–9 µs for thousands of calls after a phase of slow
+  /// ones). A spin that lasts a wake-up is what gets both back to
+  /// spinning. It has its own spin_policy, so on a busy host it stops.
+  std::chrono::microseconds woke_spin_us{100};
   /// Longest single futex sleep. Why 10 ms: bounds how late a waiter sees
   /// a crashed peer or its deadline, and costs ~100 wake-ups/s when idle.
   std::chrono::microseconds nap_us{10'000};
@@ -70,11 +80,15 @@ class waiter {
  public:
   using clock = std::chrono::steady_clock;
 
-  explicit waiter(waiter_config config = {}) noexcept : config_(config), policy_(config.spin_us) {}
+  explicit waiter(waiter_config config = {}) noexcept
+      : config_(config), policy_(config.spin_us), woke_policy_(config.woke_spin_us) {}
 
   /// Consumer: waits until peek() would return a record. Records left in a
   /// closed ring are still `ready`; `closed` only once it is drained.
-  wait_result wait_readable(ring& r, clock::time_point deadline);
+  /// `woke_peer`: this side has just woken the peer that answers (its
+  /// notify sent a wake-up), so an answer is at least a wake-up away: the
+  /// spin is governed by woke_spin_us and a policy of its own.
+  wait_result wait_readable(ring& r, clock::time_point deadline, bool woke_peer = false);
   /// Producer: waits until reserve(length) would succeed. REQUIRES:
   /// length <= r.record_bytes_max() (a longer record never fits: `broken`
   /// is returned at once rather than waiting forever).
@@ -83,16 +97,19 @@ class waiter {
   const waiter_stats& stats() const noexcept { return stats_; }
   const waiter_config& config() const noexcept { return config_; }
   const spin_policy& policy() const noexcept { return policy_; }
+  const spin_policy& woke_policy() const noexcept { return woke_policy_; }
 
  private:
   template <class Check>
-  wait_result wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, Check check);
+  wait_result wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,
+                   Check check);
   template <class Check>
   wait_result sleep_until_ready(std::atomic<std::uint32_t>& word, clock::time_point deadline,
                                 Check check);
 
   waiter_config config_;
   spin_policy policy_;
+  spin_policy woke_policy_;  // waits that follow a wake-up this side sent
   waiter_stats stats_;
 };
 

@@ -103,6 +103,20 @@ TEST_CASE("spin policy: a probe that pays brings spinning back") {
   CHECK(p.next_budget() == 32us);
 }
 
+TEST_CASE("spin policy: a wait that slept but whose answer came within a spin brings the probes back close") {
+  spin_policy p{32us};
+  waste_until_none(p);
+  // A long phase of slow answers spaces the probes far apart...
+  (void)probes_in(p, 8 * spin_policy::probe_every_max);
+  while (probes_in(p, 1) == 0) {
+  }
+  CHECK(probes_in(p, 16 * spin_policy::probe_every_min) == 0);
+  // ...until a wait that slept sees an answer a spin would have caught.
+  p.would_have_paid();
+  CHECK(p.budget() == 0us);  // it does not spin at once
+  CHECK(probes_in(p, spin_policy::probe_every_min) == 1);
+}
+
 TEST_CASE("spin policy: only a long gap between two looks at the clock counts as preempted") {
   CHECK_FALSE(spin_policy::preempted(2us));
   CHECK_FALSE(spin_policy::preempted(100us));
