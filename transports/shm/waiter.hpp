@@ -46,6 +46,10 @@ struct waiter_config {
   /// wait. Each wait spins only as long as recent spins paid
   /// (spin_policy.hpp): on a busy host, not at all.
   std::chrono::microseconds spin_us{30};
+  /// Longest single futex sleep. Why 10 ms: bounds how late a waiter sees
+  /// a crashed peer or its deadline, and costs ~100 wake-ups/s when idle.
+  std::chrono::microseconds nap_us{10'000};
+  // Declared after nap_us, so that {spin_us, nap_us} still names those two.
   /// How long a wait spins at most after this side woke the peer (the
   /// wait's `woke_peer`). Why 100 µs: the answer then comes after a
   /// wake-up (37–74 µs, above) plus the peer's work, so a spin of
@@ -56,9 +60,6 @@ struct waiter_config {
   /// ones). A spin that lasts a wake-up is what gets both back to
   /// spinning. It has its own spin_policy, so on a busy host it stops.
   std::chrono::microseconds woke_spin_us{100};
-  /// Longest single futex sleep. Why 10 ms: bounds how late a waiter sees
-  /// a crashed peer or its deadline, and costs ~100 wake-ups/s when idle.
-  std::chrono::microseconds nap_us{10'000};
 };
 
 enum class wait_result : std::uint8_t {
@@ -89,6 +90,12 @@ class waiter {
   /// notify sent a wake-up), so an answer is at least a wake-up away: the
   /// spin is governed by woke_spin_us and a policy of its own.
   wait_result wait_readable(ring& r, clock::time_point deadline, bool woke_peer = false);
+  /// Consumer, under a spin policy the caller keeps: for answers whose
+  /// time differs from what this waiter's own policies learn (a caller
+  /// keeps one per kind of request, see api/src/calls.cpp). Unlike the
+  /// other waits, a spin that loses its core to another thread stops
+  /// there and counts as one that did not pay (spin_policy::wasted).
+  wait_result wait_readable(ring& r, clock::time_point deadline, spin_policy& policy);
   /// Producer: waits until reserve(length) would succeed. REQUIRES:
   /// length <= r.record_bytes_max() (a longer record never fits: `broken`
   /// is returned at once rather than waiting forever).
@@ -102,7 +109,7 @@ class waiter {
  private:
   template <class Check>
   wait_result wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,
-                   Check check);
+                   bool stop_when_preempted, Check check);
   template <class Check>
   wait_result sleep_until_ready(std::atomic<std::uint32_t>& word, clock::time_point deadline,
                                 Check check);
