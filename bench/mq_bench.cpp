@@ -7,7 +7,8 @@
 //       with its own sluice::client), against `sluice up`:
 //       1 MiB and 64 MiB messages written in place (reserve, fill,
 //       produce), 64 MiB through produce(topic, bytes), a 64 MiB memcpy in
-//       the same process, and 4 KiB messages through produce(topic, bytes);
+//       the same process, the load's own fill and check of 64 MiB with no
+//       queue, and 4 KiB messages through produce(topic, bytes);
 //       --only 4k|1m|64m runs one size
 //   mq_bench produce --sluice HOST:PORT --topic T [--seconds S]
 //   mq_bench consume --sluice HOST:PORT --topic T
@@ -141,6 +142,27 @@ class sluice_run {
   sluice::mq consumer_;
 };
 
+/// GB/s of the load's own work on one 64 MiB message, with no queue: fill
+/// a warm buffer with message n, then check every byte of it, as the
+/// producer and the consumer do (mq_load::fill, mq_load::check), on the
+/// one thread, for `seconds`. The MQ run does that same work on one CPU
+/// (both its threads are pinned to it), so this is what a hand-off that
+/// cost nothing would reach there.
+double fill_check_rate(double seconds) {
+  std::vector<std::byte> buffer(big_bytes, std::byte{1});
+  std::uint64_t n = 0, bad = 0;
+  auto t0 = mq_load::clock::now();
+  double took = 0;
+  while (took < seconds) {
+    mq_load::fill(buffer, n);
+    if (mq_load::check(buffer, big_bytes) != n) ++bad;
+    ++n;
+    took = std::chrono::duration<double>(mq_load::clock::now() - t0).count();
+  }
+  if (bad != 0) std::fputs("mq_bench: fill and check: wrong bytes\n", stderr);
+  return static_cast<double>(n * big_bytes) / took / 1e9;
+}
+
 /// GB/s of memcpy between two warm 64 MiB buffers, for `seconds`.
 double memcpy_rate(double seconds) {
   std::vector<std::byte> source(big_bytes), dest(big_bytes, std::byte{1});
@@ -210,6 +232,10 @@ int run_local(const std::string& address, double seconds, const std::string& onl
     mq_load::print_figure("mq_64m_produce_copy_gb_per_s", m64_copy.value, "GB/s");
     mq_load::print_figure("memcpy_64m_gb_per_s", copy, "GB/s");
     mq_load::print_figure("mq_64m_vs_memcpy", copy > 0 ? m64.value / copy : 0, "ratio");
+    double own = fill_check_rate(seconds);
+    std::printf("fill and check 64 MiB, no queue: %.3g GB/s\n", own);
+    mq_load::print_figure("fill_check_64m_gb_per_s", own, "GB/s");
+    mq_load::print_figure("mq_64m_vs_fill_check", own > 0 ? m64.value / own : 0, "ratio");
   }
   if (wanted("4k")) {
     auto m4 = measure(r, "4k", small_bytes, produce_path::copy, seconds);
