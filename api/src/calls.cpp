@@ -36,13 +36,6 @@ struct direct_entry {
   std::shared_ptr<shm::client_link> link;
   transport::transport_limits limits;
   shm::waiter waiter{shm::waiter_config{}};
-  /// Spin policies of the requests the owner's fast path does not answer
-  /// (all but plain gets and puts), one per kind of request (actor_kind):
-  /// their answers come from the owner's actors, often through the
-  /// master, so they take longer than the waiter's own budgets spin for,
-  /// and differently per kind. Bound: one entry per kind of request the
-  /// wire has.
-  std::unordered_map<std::uint32_t, shm::spin_policy> actor_policies;
   /// False once the owner went away or the channel broke.
   bool usable = false;
   /// The thread's call in flight: one at a time, as the channel allows
@@ -69,11 +62,9 @@ struct direct_entry {
     return error{code, std::move(why)};
   }
 
-  /// Writes `request` and waits for the answer to `request_id`. `policy`:
-  /// the spin policy of an answer from the owner's actors (null: one
-  /// from its fast path, under the waiter's own policies).
+  /// Writes `request` and waits for the answer to `request_id`.
   result<wire::message> round_trip(const wire::outbound_frame& request, std::uint64_t request_id,
-                                   request_clock::time_point deadline, shm::spin_policy* policy) {
+                                   request_clock::time_point deadline) {
     // Whether the owner's poller slept: then its answer is a wake-up away,
     // and the first wait spins (if at all) as long as a wake-up takes.
     bool woke_owner = false;
@@ -92,8 +83,7 @@ struct direct_entry {
     while (true) {
       // A nap at most, so a vanished owner is noticed while we wait.
       auto until = std::min(deadline, request_clock::now() + waiter.config().nap_us);
-      auto state = policy != nullptr ? waiter.wait_readable(responses, until, *policy)
-                                     : waiter.wait_readable(responses, until, std::exchange(woke_owner, false));
+      auto state = waiter.wait_readable(responses, until, std::exchange(woke_owner, false));
       if (state == shm::wait_result::broken) return broken(errc::protocol, "the owner's response ring is corrupt");
       if (state == shm::wait_result::closed) return broken(errc::unavailable, "the owner closed the link");
       if (state == shm::wait_result::timed_out) {
@@ -120,31 +110,6 @@ struct direct_entry {
     }
   }
 };
-
-/// How long a wait for an answer from the owner's actors spins at most.
-/// Why 300 µs: such an answer crosses the owner's actor and often the
-/// master's (a few hand-offs between threads of the owner's process, tens
-/// of microseconds when they run at once); a waiter that sleeps instead
-/// leaves its CPU idle, and waking an idle CPU of a virtual machine took
-/// 80–110 µs here, so every call paid it, and the owner's poller, seeing
-/// no next request in its spin, slept too. Kinds whose answers come later
-/// (a poll waiting for messages) stop spinning by their own policy.
-constexpr std::chrono::microseconds actor_spin{300};
-
-/// The kind of a request for its spin policy: its body's alternative, and
-/// an MQ request's own alternative within that.
-std::uint32_t actor_kind(const wire::body& request) {
-  auto kind = static_cast<std::uint32_t>(request.index()) << 8;
-  if (auto* m = std::get_if<wire::mq>(&request)) kind |= static_cast<std::uint32_t>(m->body.index());
-  return kind;
-}
-
-/// Whether the owner's poller answers `request` itself (fast_path.cpp):
-/// gets and puts; a put with options it does not take goes on to the
-/// actors, and its waits are the fast path's anyway (rarely spent).
-bool fast_path_kind(const wire::body& request) {
-  return std::holds_alternative<wire::kv_get>(request) || std::holds_alternative<wire::kv_put>(request);
-}
 
 /// Channels of this thread, by client (its `alive` token's address).
 thread_local std::unordered_map<const void*, direct_entry> channels;
@@ -196,11 +161,7 @@ std::optional<result<wire::message>> direct_call(client::impl& c, const wire::bo
   env.source = c.host->id();
   env.deadline_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(timeout).count());
   env.body = request;
-  shm::spin_policy* policy = nullptr;
-  if (!fast_path_kind(request)) {
-    policy = &e.actor_policies.try_emplace(actor_kind(request), actor_spin).first->second;
-  }
-  auto msg = e.round_trip(wire::encode(env, payload), env.request_id, deadline, policy);
+  auto msg = e.round_trip(wire::encode(env, payload), env.request_id, deadline);
   // Answered, timed out or broken: the call is over either way, and an
   // answer that comes late is skipped by the channel.
   auto closed = e.calls.close(*id);

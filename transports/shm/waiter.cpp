@@ -81,7 +81,7 @@ std::optional<wait_result> writable_now(ring& r, std::uint32_t length) {
 
 template <class Check>
 wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,
-                         bool stop_when_preempted, Check check) {
+                         Check check) {
   if (auto now = check()) {
     if (*now == wait_result::ready) ++stats_.ready_at_once;
     return *now;
@@ -103,11 +103,6 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
   // ~285k ops/s). Spins that do not pay still shrink the budget
   // (spin_policy); a spin that hands the core away on purpose — the RPC
   // channel's, which yields — still stops when a yield took a slice.
-  // The spins of a caller's own policy (answers from the owner's actors,
-  // long by nature) do stop there: such a spin that loses its core most
-  // likely keeps another thread of the process from running.
-  bool preempted = false;
-  auto last_look = clock::now();
   for (std::uint32_t spin = 1;; ++spin) {
     cpu_relax();
     if (auto now = check()) {
@@ -116,15 +111,9 @@ wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point dea
       return *now;
     }
     if (spin % spins_per_clock_read != 0) continue;
-    auto now = clock::now();
-    if (stop_when_preempted && spin_policy::preempted(now - last_look)) {
-      preempted = true;
-      break;
-    }
-    last_look = now;
-    if (now >= spin_end) break;
+    if (clock::now() >= spin_end) break;
   }
-  policy.wasted(preempted);
+  policy.wasted();
   return sleep_until_ready(word, deadline, check);
 }
 
@@ -153,17 +142,13 @@ wait_result waiter::sleep_until_ready(std::atomic<std::uint32_t>& word, clock::t
 }
 
 wait_result waiter::wait_readable(ring& r, clock::time_point deadline, bool woke_peer) {
-  return wait(r.consumer_wake_word(), deadline, woke_peer ? woke_policy_ : policy_, false,
+  return wait(r.consumer_wake_word(), deadline, woke_peer ? woke_policy_ : policy_,
               [&r] { return readable_now(r); });
-}
-
-wait_result waiter::wait_readable(ring& r, clock::time_point deadline, spin_policy& policy) {
-  return wait(r.consumer_wake_word(), deadline, policy, true, [&r] { return readable_now(r); });
 }
 
 wait_result waiter::wait_writable(ring& r, std::uint32_t length, clock::time_point deadline) {
   if (length > r.record_bytes_max()) return wait_result::broken;
-  return wait(r.producer_wake_word(), deadline, policy_, false, [&r, length] { return writable_now(r, length); });
+  return wait(r.producer_wake_word(), deadline, policy_, [&r, length] { return writable_now(r, length); });
 }
 
 bool notify_consumer(ring& r) noexcept { return wake_if_sleeping(r.consumer_wake_word(), 1); }

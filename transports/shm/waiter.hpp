@@ -90,12 +90,6 @@ class waiter {
   /// notify sent a wake-up), so an answer is at least a wake-up away: the
   /// spin is governed by woke_spin_us and a policy of its own.
   wait_result wait_readable(ring& r, clock::time_point deadline, bool woke_peer = false);
-  /// Consumer, under a spin policy the caller keeps: for answers whose
-  /// time differs from what this waiter's own policies learn (a caller
-  /// keeps one per kind of request, see api/src/calls.cpp). Unlike the
-  /// other waits, a spin that loses its core to another thread stops
-  /// there and counts as one that did not pay (spin_policy::wasted).
-  wait_result wait_readable(ring& r, clock::time_point deadline, spin_policy& policy);
   /// Producer: waits until reserve(length) would succeed. REQUIRES:
   /// length <= r.record_bytes_max() (a longer record never fits: `broken`
   /// is returned at once rather than waiting forever).
@@ -109,7 +103,7 @@ class waiter {
  private:
   template <class Check>
   wait_result wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,
-                   bool stop_when_preempted, Check check);
+                   Check check);
   template <class Check>
   wait_result sleep_until_ready(std::atomic<std::uint32_t>& word, clock::time_point deadline,
                                 Check check);

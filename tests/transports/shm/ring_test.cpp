@@ -383,37 +383,6 @@ TEST_CASE("shm ring: a wait on an empty ring ends at its deadline") {
   CHECK(r->consumer_wake_word().load() == ring_awake);  // a timed-out sleeper leaves no flag behind
 }
 
-TEST_CASE("shm ring: a wait under the caller's spin policy reports to that policy only") {
-  shared_area area{ring_area_bytes(small_capacity_bytes)};
-  auto producer = ring::format(area.all(), small_capacity_bytes);
-  REQUIRE(producer.ok());
-  auto consumer = ring::attach(area.all());
-  REQUIRE(consumer.ok());
-  waiter w{waiter_config{std::chrono::microseconds{5}, std::chrono::microseconds{500}}};
-  spin_policy mine{200us};
-  // Nothing comes: the spin ran out, and the wait ends at its deadline.
-  CHECK(w.wait_readable(*consumer, clock_type::now() + 3ms, mine) == wait_result::timed_out);
-  CHECK(mine.wasted_count() == 1);
-  CHECK(mine.paid_count() == 0);
-  // An answer within the spin: ready, and the caller's policy (not the
-  // waiter's own) learns whether the spin paid (or was cut by a time
-  // slice, which also ends it).
-  spin_policy long_spin{1s};
-  bool pushed = false;
-  std::thread answer{[&] {
-    std::this_thread::sleep_for(2ms);
-    pushed = static_cast<bool>(producer->try_push(pattern(16, 3)));
-    notify_consumer(*producer);
-  }};
-  auto outcome = w.wait_readable(*consumer, clock_type::now() + 5s, long_spin);
-  answer.join();
-  REQUIRE(pushed);
-  CHECK(outcome == wait_result::ready);
-  CHECK(long_spin.paid_count() + long_spin.wasted_count() == 1);
-  CHECK(w.policy().paid_count() + w.policy().wasted_count() == 0);
-  CHECK(w.woke_policy().paid_count() + w.woke_policy().wasted_count() == 0);
-}
-
 TEST_CASE("shm ring: a producer sleeping for room is woken by the consumer's pop") {
   shared_area area{ring_area_bytes(small_capacity_bytes)};
   auto producer = ring::format(area.all(), small_capacity_bytes);
