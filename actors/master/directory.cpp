@@ -174,9 +174,9 @@ evicted_copy directory::evict(const std::string& key, std::uint64_t version, nod
   }
   if (e.holder == holder) {
     e.holder = e.replicas.front();
-    e.replicas.erase(e.replicas.begin());
+    e.replicas.pop_front();
   } else {
-    std::erase(e.replicas, holder);
+    e.replicas.remove(holder);
   }
   count_copy(key, holder, e.size, false);
   return evicted_copy::replica;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,12 +28,59 @@
 #include <absl/hash/hash.h>
 
 #include "actors/common/endpoint.hpp"
+#include "runtime/assert.hpp"
 #include "runtime/keys.hpp"
 #include "runtime/node_id.hpp"
 #include "runtime/wire/messages.hpp"
 #include "sluice/result.hpp"
 
 namespace sluice::master {
+
+/// Owners besides the holder keeping copies of one version. Most objects
+/// have none, so the list costs one pointer until it holds one (a
+/// std::vector here would cost 24 bytes of every object in the
+/// directory); it gives its memory back when it is emptied.
+class replica_list {
+ public:
+  replica_list() = default;
+  replica_list(const replica_list& other) { *this = other; }
+  replica_list& operator=(const replica_list& other) {
+    if (this != &other) nodes_ = other.empty() ? nullptr : std::make_unique<std::vector<node_id>>(*other.nodes_);
+    return *this;
+  }
+  replica_list(replica_list&&) noexcept = default;
+  replica_list& operator=(replica_list&&) noexcept = default;
+
+  const node_id* begin() const noexcept { return nodes_ ? nodes_->data() : nullptr; }
+  const node_id* end() const noexcept { return nodes_ ? nodes_->data() + nodes_->size() : nullptr; }
+  std::size_t size() const noexcept { return nodes_ ? nodes_->size() : 0; }
+  bool empty() const noexcept { return size() == 0; }
+  node_id front() const noexcept {
+    SLUICE_ASSERT(!empty());
+    return nodes_->front();
+  }
+  void push_back(node_id id) {
+    if (!nodes_) nodes_ = std::make_unique<std::vector<node_id>>();
+    nodes_->push_back(id);
+  }
+  /// Takes `id` out of the list (every time it is there).
+  void remove(node_id id) {
+    if (!nodes_) return;
+    std::erase(*nodes_, id);
+    if (nodes_->empty()) nodes_.reset();
+  }
+  void pop_front() {
+    SLUICE_ASSERT(!empty());
+    nodes_->erase(nodes_->begin());
+    if (nodes_->empty()) nodes_.reset();
+  }
+  bool operator==(const std::vector<node_id>& other) const {
+    return std::equal(begin(), end(), other.begin(), other.end());
+  }
+
+ private:
+  std::unique_ptr<std::vector<node_id>> nodes_;  // null: none
+};
 
 struct object_entry {
   std::uint64_t version = 0;
@@ -43,7 +91,7 @@ struct object_entry {
   std::int64_t expires_ms = 0;
   /// Other owners holding copies of this version (registered after the
   /// holder committed it); readers may use any that is up.
-  std::vector<node_id> replicas;
+  replica_list replicas;
   /// The copies its put asked for (1 to max_copies): repair restores
   /// them when copies are lost. A deliberate eviction lowers it.
   std::uint32_t copies = 1;

@@ -340,3 +340,29 @@ TEST_CASE("directory: lookups agree with the ordered listing through many adds a
   for (auto& k : listed.keys) CHECK(k.key == (it++)->first);
   CHECK(d.count("k/") == model.size());
 }
+
+TEST_CASE("directory: a replica list keeps its order, copies deeply and is one pointer while empty") {
+  using sluice::master::replica_list;
+  static_assert(sizeof(replica_list) == sizeof(void*));
+  replica_list l;
+  CHECK(l.empty());
+  CHECK(l.begin() == l.end());
+  const node_id a{1}, b{2}, c{3};
+  l.push_back(a);
+  l.push_back(b);
+  l.push_back(c);
+  CHECK(l == std::vector<node_id>{a, b, c});
+  replica_list copy = l;
+  l.remove(b);
+  CHECK(l == std::vector<node_id>{a, c});
+  CHECK(copy == std::vector<node_id>{a, b, c});  // the copy is its own
+  CHECK(l.front() == a);
+  l.pop_front();
+  CHECK(l == std::vector<node_id>{c});
+  l.remove(c);
+  CHECK(l.empty());
+  l.remove(c);  // not there: nothing happens
+  CHECK(l.size() == 0);
+  replica_list moved = std::move(copy);
+  CHECK(moved.size() == 3);
+}
