@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "transports/shm/waiter.hpp"
+
 namespace sluice::transport::shm {
 namespace {
 
@@ -110,10 +112,7 @@ result<greeting> decode_greeting(std::span<const std::byte> in) {
 }
 
 bool notify_poller(ring& r, int doorbell_fd) noexcept {
-  auto& word = r.consumer_wake_word();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (word.load(std::memory_order_relaxed) == ring_awake) return false;  // the poller spins
-  if (word.exchange(ring_awake, std::memory_order_relaxed) == ring_awake) return false;
+  if (!take_sleeper(r.consumer_wake_word())) return false;  // the poller spins, or another rang
   std::uint64_t one = 1;
   // A full eventfd counter already means "wake up"; nothing to do then.
   [[maybe_unused]] auto n = ::write(doorbell_fd, &one, sizeof one);

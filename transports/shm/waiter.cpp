@@ -51,12 +51,8 @@ void futex_wake(std::atomic<std::uint32_t>& word, int count) noexcept {
   ::syscall(SYS_futex, futex_address(word), FUTEX_WAKE, count, nullptr, nullptr, 0);
 }
 
-// The waker half of the protocol (see waiter.hpp). The caller has just
-// published with a release store (or a seq_cst one, for close).
 bool wake_if_sleeping(std::atomic<std::uint32_t>& word, int count) noexcept {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (word.load(std::memory_order_relaxed) == ring_awake) return false;  // hot path: peer spins
-  if (word.exchange(ring_awake, std::memory_order_relaxed) == ring_awake) return false;
+  if (!take_sleeper(word)) return false;
   futex_wake(word, count);
   return true;
 }
@@ -78,6 +74,12 @@ std::optional<wait_result> writable_now(ring& r, std::uint32_t length) {
 }
 
 }  // namespace
+
+bool take_sleeper(std::atomic<std::uint32_t>& word) noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (word.load(std::memory_order_relaxed) == ring_awake) return false;  // hot path: peer spins
+  return word.exchange(ring_awake, std::memory_order_relaxed) != ring_awake;
+}
 
 template <class Check>
 wait_result waiter::wait(std::atomic<std::uint32_t>& word, clock::time_point deadline, spin_policy& policy,

@@ -98,7 +98,6 @@ class waiter {
   const waiter_stats& stats() const noexcept { return stats_; }
   const waiter_config& config() const noexcept { return config_; }
   const spin_policy& policy() const noexcept { return policy_; }
-  const spin_policy& woke_policy() const noexcept { return woke_policy_; }
 
  private:
   template <class Check>
@@ -113,6 +112,14 @@ class waiter {
   spin_policy woke_policy_;  // waits that follow a wake-up this side sent
   waiter_stats stats_;
 };
+
+/// The waker half of the protocol, before the wake-up itself: after the
+/// caller published (a release store, or a seq_cst one for close),
+/// whether the side that sleeps on `word` flagged itself asleep; if so the
+/// flag is cleared (one waker wins it) and the caller must wake that side
+/// — a futex wake here, the owner's eventfd doorbell for its poller
+/// (channel.hpp).
+bool take_sleeper(std::atomic<std::uint32_t>& word) noexcept;
 
 /// Producer, after commit() (one or a batch): wakes the consumer if it
 /// sleeps. Returns whether a wake-up was sent (a syscall).
