@@ -247,9 +247,10 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
-      // A reader that spins on this core for the next relayed frame (a
-      // handler next to its owner) gets its turn now and then.
-      if (relayed_since_sleep_) yield_to_readers();
+      // A thread that works on this core for what we passed on (a
+      // handler next to its owner reading a relayed call, a node thread
+      // answering a request) gets its turn now and then.
+      if (handed_since_sleep_) yield_to_readers();
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) {
         idle_since = now;
@@ -297,7 +298,8 @@ bool shm_server::serve_all() {
 
 bool shm_server::drain(client& c) {
   bool any = false;
-  bool relayed = false;  // a frame went from this client to another
+  // A frame went from this client to another, or to the node's threads.
+  bool handed = false;
   for (int n = 0; n < records_per_turn; ++n) {
     // A client that does not read its answers gets no more until it
     // does: its requests wait in its ring, and once that is full its
@@ -323,7 +325,7 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
-    if (c.greeted && options_.relay && relay(c.id, *frame, relayed)) continue;
+    if (c.greeted && options_.relay && relay(c.id, *frame, handed)) continue;
     std::optional<wire::message> decoded;
     if (c.greeted && options_.fast_path) {
       if (auto taken = options_.fast_path(c.id, *frame, decoded)) {
@@ -341,18 +343,24 @@ bool shm_server::drain(client& c) {
       c.close_requested = true;
       break;
     }
+    // The node's threads take it from here (an actor's mailbox): on a
+    // shared core they run only once this poller lets them.
+    handed = true;
+    handed_since_sleep_ = true;
   }
   if (c.requests->broken()) {
     log_->warn("closing shm link {:#x} from {}: its request ring is corrupt", c.id, c.peer);
     c.close_requested = true;
   }
   if (any) shm::notify_producer(*c.requests);
-  // A reader of what was relayed may share this core (a handler next to
-  // its owner), asleep or spinning: give it the core now rather than at
-  // the end of our time slice. When it runs elsewhere, this returns at
-  // once; on a busy host, where a yield costs a time slice, the policy
-  // stops yielding.
-  if (relayed) yield_to_readers();
+  // Whoever takes what we passed on may share this core — a handler next
+  // to its owner, reading a relayed call; the node's actor threads,
+  // answering a request — asleep or spinning: give it the core now rather
+  // than at the end of our time slice, or after a spin that waits for the
+  // very answer it would produce (an MQ produce took 2x as long). When it
+  // runs elsewhere, this returns at once; on a busy host, where a yield
+  // costs a time slice, the policy stops yielding.
+  if (handed) yield_to_readers();
   return any;
 }
 
@@ -406,7 +414,7 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& rel
   if (over_queue_bound(*to)) return false;
   queue_or_write(*to, std::move(routed->frame));
   relayed = true;
-  relayed_since_sleep_ = true;
+  handed_since_sleep_ = true;
   return true;
 }
 
@@ -424,7 +432,7 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
-  relayed_since_sleep_ = false;
+  handed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);
