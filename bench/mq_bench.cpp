@@ -8,7 +8,8 @@
 //       1 MiB and 64 MiB messages written in place (reserve, fill,
 //       produce), 64 MiB through produce(topic, bytes), a 64 MiB memcpy in
 //       the same process, the load's own fill and check of 64 MiB with no
-//       queue, and 4 KiB messages through produce(topic, bytes);
+//       queue, and 4 KiB messages through produce(topic, bytes), each batch
+//       acked with its own call and, in a second run, by the next poll
 //       --only 4k|1m|64m runs one size
 //   mq_bench produce --sluice HOST:PORT --topic T [--seconds S]
 //   mq_bench consume --sluice HOST:PORT --topic T
@@ -64,6 +65,10 @@ std::unique_ptr<sluice::client> connect(const std::string& address) {
 }
 
 enum class produce_path { in_place, copy };
+/// How the consumer acks a batch: with its own call (ack_upto, as the
+/// peers do), or carried by the poll that takes the next batch
+/// (ack_and_poll: committed before that poll runs).
+enum class ack_path { own_call, in_poll };
 
 /// The producer's and the consumer's clients, and a topic of one
 /// partition for one run.
@@ -72,7 +77,7 @@ class sluice_run {
   sluice_run(sluice::client& producer, sluice::client& consumer) : producer_(producer), consumer_(consumer) {}
 
   /// Runs the load through a fresh topic, then deletes it.
-  std::optional<mq_load::outcome> run(const std::string& topic, std::size_t bytes, produce_path path,
+  std::optional<mq_load::outcome> run(const std::string& topic, std::size_t bytes, produce_path path, ack_path acks,
                                       double seconds, std::uint64_t messages_max) {
     auto window = mq_load::window_for(bytes);
     sluice::topic_options options;
@@ -92,10 +97,16 @@ class sluice_run {
     std::vector<std::byte> staging(path == produce_path::copy ? bytes : 0);
     mq_load::system_calls calls;
     calls.produce = [&](std::uint64_t n) { return produce_one(topic, bytes, path, staging, n); };
+    std::vector<sluice::mq_message> unacked;  // ack_path::in_poll: the last batch, acked by the next poll
     calls.consume = [&](std::size_t max, const std::function<void(std::span<const std::byte>)>& seen) {
+      if (acks == ack_path::in_poll) return consume_batch_acking(*member, max, unacked, seen);
       return consume_batch(*member, topic, max, seen);
     };
     auto out = mq_load::run(calls, bytes, seconds, messages_max);
+    if (!unacked.empty() && !report(member->ack_upto(topic, unacked.back().partition, unacked.back().offset),
+                                    "ack_upto")) {
+      ++out.errors;
+    }
     // Leaving nothing behind: a failure here counts against the run.
     if (!report(member->close(), "close") || !report(consumer_.delete_group(topic), "delete_group") ||
         !report(producer_.delete_topic(topic), "delete_topic")) {
@@ -129,6 +140,20 @@ class sluice_run {
     auto acked = member.ack_upto(topic, batch->back().partition, batch->back().offset);
     if (!report(acked, "ack_upto")) return -1;
     return static_cast<long>(batch->size());
+  }
+
+  /// Takes a batch with the poll that acks the one before (`unacked`),
+  /// which this batch then replaces.
+  static long consume_batch_acking(sluice::mq_consumer& member, std::size_t max,
+                                   std::vector<sluice::mq_message>& unacked,
+                                   const std::function<void(std::span<const std::byte>)>& seen) {
+    auto batch = member.ack_and_poll(unacked, {.max_messages = max, .wait = std::chrono::milliseconds{mq_load::batch_wait_ms}});
+    if (!report(batch, "ack_and_poll")) return -1;
+    unacked.clear();
+    for (auto& m : *batch) seen(m.payload ? m.payload->bytes() : std::span<const std::byte>{});
+    for (auto& m : *batch) m.payload = sluice::value{};  // only what an ack names is kept
+    unacked = std::move(*batch);
+    return static_cast<long>(unacked.size());
   }
 
   template <typename T>
@@ -186,12 +211,13 @@ struct measured {
 };
 
 /// One warm-up and one measured run of a message size and path.
-measured measure(sluice_run& r, const char* label, std::size_t bytes, produce_path path, double seconds) {
+measured measure(sluice_run& r, const char* label, std::size_t bytes, produce_path path, double seconds,
+                  ack_path acks = ack_path::own_call) {
   static int topics = 0;  // a fresh topic per run: nothing left over from the last one
   auto name = [&](const char* what) { return std::string{"mq-bench-"} + label + "-" + what + std::to_string(++topics); };
   auto warmup_max = bytes == big_bytes ? warmup_big_messages : warmup_messages_max;
-  auto warm = r.run(name("warm"), bytes, path, std::min(seconds, warmup_seconds_max), warmup_max);
-  auto got = r.run(name("run"), bytes, path, seconds, 0);
+  auto warm = r.run(name("warm"), bytes, path, acks, std::min(seconds, warmup_seconds_max), warmup_max);
+  auto got = r.run(name("run"), bytes, path, acks, seconds, 0);
   if (!warm || !got) return {0, 1};
   mq_load::print_run(label, *got, bytes);
   measured m;
@@ -241,6 +267,9 @@ int run_local(const std::string& address, double seconds, const std::string& onl
     auto m4 = measure(r, "4k", small_bytes, produce_path::copy, seconds);
     failures += m4.failures;
     mq_load::print_figure("mq_4k_msgs_per_s", m4.value, "msgs/s");
+    auto m4_in_poll = measure(r, "4k-ack-in-poll", small_bytes, produce_path::copy, seconds, ack_path::in_poll);
+    failures += m4_in_poll.failures;
+    mq_load::print_figure("mq_4k_ack_in_poll_msgs_per_s", m4_in_poll.value, "msgs/s");
   }
   std::printf("figure mq_errors %llu count\n", static_cast<unsigned long long>(failures));
   return failures == 0 ? 0 : 1;

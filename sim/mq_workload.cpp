@@ -346,11 +346,22 @@ void mq_workload::poll(int client, int group) {
   // Counted as the library's consumer counts them (api/src/mq.cpp).
   auto seq = ++m.polls;
   wire::mq_poll p{groups[group], 0, 1 + static_cast<std::uint32_t>(random.uniform(prefetch)), 0,
-                  static_cast<std::uint64_t>(ms_of(options_.poll_wait)), seq, m.answered};
+                  static_cast<std::uint64_t>(ms_of(options_.poll_wait)), seq, m.answered, {}};
+  // The acks riding on this poll, as the library's ack_and_poll sends
+  // them; those made before the member last went out or restarted are
+  // not its to send.
+  for (auto& [s, made_in] : m.riding) {
+    if (made_in == m.phase) p.settles.push_back(std::move(s));
+  }
+  m.riding.clear();
+  auto acks = p.settles;
+  auto lineage = world_.master_wipes();
+  auto epoch = world_.master_epoch();
   auto inc = m.incarnation;
   auto phase = m.phase;
   send(client, wire::mq{std::move(p)}, {}, options_.poll_wait + options_.timeout,
-       [this, client, group, inc, phase, record, seq](result<wire::message> reply) mutable {
+       [this, client, group, inc, phase, record, seq, acks = std::move(acks), lineage,
+        epoch](result<wire::message> reply) mutable {
          if (!current(client, inc)) return;
          auto& m = member_of(client, group);
          if (m.incarnation != inc) return;
@@ -358,6 +369,13 @@ void mq_workload::poll(int client, int group) {
          answered(record.epochs);
          auto polled = mq_reply<wire::mq_polled>(reply);
          if (polled) m.answered = std::max(m.answered, seq);
+         // A poll answered with deliveries or none applied every ack it
+         // carried; a refused one may have applied some: none is counted.
+         if (polled && world_.master_wipes() == lineage) {
+           for (auto& a : acks) {
+             checker_.ack_completed(groups[group], lineage, a.partition, a.offset, world_.now(), epoch);
+           }
+         }
          if (!polled) {
            // Not a member (the master forgot it, or its lease lapsed): join again.
            if (polled.code() == errc::not_found) m.joined = false;
@@ -443,6 +461,12 @@ void mq_workload::settle(int client, int group, std::uint64_t phase, wire::mq_de
   s.generation = d.generation;
   if (upto) s.answered_seq = m.answered;
   if (!ack) s.delay_ms = static_cast<std::int64_t>(random.uniform(300));
+  // A third of the plain acks ride on the member's next poll instead.
+  if (ack && !upto && m.riding.size() < wire::mq_poll_settles_max && random.chance(1, 3)) {
+    s.group.clear();  // the poll's
+    m.riding.emplace_back(std::move(s), phase);
+    return;
+  }
   auto lineage = world_.master_wipes();
   auto epoch = world_.master_epoch();
   auto inc = m.incarnation;

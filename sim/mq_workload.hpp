@@ -75,6 +75,9 @@ class mq_workload {
     bool poll_scheduled = false;  ///< one poll timer at most per member
     std::uint64_t polls = 0;      ///< polls sent (wire::mq_poll::poll_seq)
     std::uint64_t answered = 0;   ///< the last of them answered
+    /// Acks that go with the member's next poll (wire::mq_poll::settles),
+    /// each with the phase it was made in; at most mq_poll_settles_max.
+    std::vector<std::pair<wire::mq_settle, std::uint64_t>> riding;
   };
   struct producer {
     std::uint64_t incarnation = 0;

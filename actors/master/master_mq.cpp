@@ -200,7 +200,10 @@ void run_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p)
     return reply_mq(self, ctx, to_wire(*polled));
   }
   auto& parked = st.mq_polls[member];
-  if (!same) parked = mq_parked_poll{ctx, p, until, std::nullopt};
+  if (!same) {
+    parked = mq_parked_poll{ctx, p, until, std::nullopt};
+    parked.poll.settles = {};  // applied already: a parked poll runs again without them
+  }
   parked.retry.reset();
   if (polled->retry_at_ms) parked.retry = at_wall(self, *polled->retry_at_ms);
   arm_timer(self, parked.retry ? std::min(*parked.retry, parked.until) : parked.until);
@@ -441,6 +444,30 @@ void on_leave(self_ptr self, const request_context& ctx, const wire::mq_leave& l
   answer(self, ctx, wire::ok_reply{});
 }
 
+/// Applies one ack, ack_upto or nack of `group`'s member `session`;
+/// returns how many deliveries it settled.
+result<std::uint64_t> apply_settle(self_ptr self, const std::string& group, std::uint64_t session,
+                                   const wire::mq_settle& s) {
+  auto& st = self->state;
+  master::mq_partition_id id{s.partition.topic, s.partition.partition};
+  switch (s.kind) {
+    case wire::mq_settle_kind::ack: {
+      auto ok = st.mq_groups.ack(group, session, id, s.offset, s.generation);
+      if (!ok) return ok.error();
+      return 1;
+    }
+    case wire::mq_settle_kind::ack_upto:
+      return st.mq_groups.ack_upto(group, session, id, s.offset, s.answered_seq);
+    case wire::mq_settle_kind::nack: {
+      auto dead = st.mq_groups.nack(group, session, id, s.offset, s.generation, s.delay_ms, st.wall_ms(), st.mq);
+      if (!dead) return dead.error();
+      if (*dead) dead_letter(self, **dead);
+      return 1;
+    }
+  }
+  return error{errc::invalid_argument, "unknown settle kind"};
+}
+
 void on_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p) {
   auto& st = self->state;
   mq_member_id member{p.group, p.session};
@@ -453,40 +480,33 @@ void on_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p) 
   if (auto ok = st.mq_groups.heartbeat(p.group, p.session, st.wall_ms() + lease->second + wait); !ok) {
     return answer_error(self, ctx, ok.error());
   }
+  if (!p.settles.empty()) {
+    // The acks and nacks it carries come first, as mq_settle each; the
+    // first refused fails the poll (those before it stand).
+    if (p.settles.size() > wire::mq_poll_settles_max) {
+      return answer_error(self, ctx, error{errc::invalid_argument, "a poll carries at most " +
+                                                                       std::to_string(wire::mq_poll_settles_max) +
+                                                                       " acks and nacks"});
+    }
+    for (auto& s : p.settles) {
+      auto settled = apply_settle(self, p.group, p.session, s);
+      if (!settled) {
+        prune(self);
+        return answer_error(self, ctx, settled.error());
+      }
+    }
+    prune(self);
+  }
   run_poll(self, ctx, p);
 }
 
 void on_settle(self_ptr self, const request_context& ctx, const wire::mq_settle& s) {
-  auto& st = self->state;
-  master::mq_partition_id id{s.partition.topic, s.partition.partition};
-  std::uint64_t count = 0;
-  switch (s.kind) {
-    case wire::mq_settle_kind::ack: {
-      auto ok = st.mq_groups.ack(s.group, s.session, id, s.offset, s.generation);
-      if (!ok) return answer_error(self, ctx, ok.error());
-      count = 1;
-      break;
-    }
-    case wire::mq_settle_kind::ack_upto: {
-      auto n = st.mq_groups.ack_upto(s.group, s.session, id, s.offset, s.answered_seq);
-      if (!n) return answer_error(self, ctx, n.error());
-      count = *n;
-      break;
-    }
-    case wire::mq_settle_kind::nack: {
-      auto dead = st.mq_groups.nack(s.group, s.session, id, s.offset, s.generation, s.delay_ms, st.wall_ms(), st.mq);
-      if (!dead) return answer_error(self, ctx, dead.error());
-      if (*dead) dead_letter(self, **dead);
-      count = 1;
-      break;
-    }
-    default:
-      return answer_error(self, ctx, error{errc::invalid_argument, "unknown settle kind"});
-  }
+  auto count = apply_settle(self, s.group, s.session, s);
+  if (!count) return answer_error(self, ctx, count.error());
   prune(self);
   // Room in the member's prefetch, or a nacked message due at once.
   wake_member(self, {s.group, s.session});
-  reply_mq(self, ctx, wire::mq_settled{count});
+  reply_mq(self, ctx, wire::mq_settled{*count});
 }
 
 void on_seek(self_ptr self, const request_context& ctx, const wire::mq_seek& s) {

@@ -127,6 +127,47 @@ struct mq_consumer::impl {
     return ask_mq<T>(*c, wire::mq{std::move(body)}, timeout, std::move(convert));
   }
 
+  /// One poll, carrying `settles` (applied first; wire::mq_poll::settles).
+  result<std::vector<mq_message>> poll(std::vector<wire::mq_settle> settles, const poll_options& options) {
+    if (!joined) {
+      if (auto ok = do_join(); !ok) return std::move(ok).error();
+    }
+    wire::mq_poll p{group,
+                    0,
+                    static_cast<std::uint32_t>(std::min<std::size_t>(options.max_messages, 1024)),
+                    options.max_bytes,
+                    static_cast<std::uint64_t>(std::max<std::int64_t>(options.wait.count(), 0)),
+                    polls.fetch_add(1, std::memory_order_relaxed) + 1,
+                    answered.load(std::memory_order_relaxed),
+                    std::move(settles)};
+    auto timeout = options.wait + effective(*c, this->options.timeout);
+    auto convert = mq_reply<wire::mq_polled>;
+    auto polled = ask<wire::mq_polled>(p, timeout, convert);
+    if (!polled && polled.code() == errc::not_found &&
+        polled.error().message().find("join first") != std::string::npos) {
+      // The master forgot the member (it restarted, or the lease lapsed):
+      // join again, then poll. What it held goes out again, to whichever
+      // member holds its partition now: acks for it would be refused.
+      if (auto ok = do_join(); !ok) return std::move(ok).error();
+      p.settles.clear();
+      polled = ask<wire::mq_polled>(p, timeout, convert);
+    }
+    if (!polled) return std::move(polled).error();
+    poll_answered(p.poll_seq);
+    std::vector<std::string_view> keys;
+    keys.reserve(polled->deliveries.size());
+    for (auto& d : polled->deliveries) keys.push_back(d.payload);
+    auto values = owner->get_batch(keys, call_options{this->options.timeout});
+    std::vector<mq_message> out;
+    out.reserve(polled->deliveries.size());
+    for (std::size_t i = 0; i < polled->deliveries.size(); ++i) {
+      auto& d = polled->deliveries[i];
+      out.push_back(mq_message{std::move(d.partition.topic), d.partition.partition, d.offset, d.delivery_count,
+                               std::move(values[i]), d.generation, std::move(d.message_id)});
+    }
+    return out;
+  }
+
   result<std::uint64_t> settle(wire::mq_settle s) {
     s.group = group;
     return ask<std::uint64_t>(std::move(s), options.timeout, [](result<wire::message>& reply) -> result<std::uint64_t> {
@@ -151,36 +192,26 @@ mq_consumer::~mq_consumer() { (void)close(); }
 const std::string& mq_consumer::group() const noexcept { return impl_->group; }
 
 result<std::vector<mq_message>> mq_consumer::poll(const poll_options& options) {
-  auto& st = *impl_;
-  if (!st.joined) {
-    if (auto ok = st.do_join(); !ok) return std::move(ok).error();
+  return impl_->poll({}, options);
+}
+
+result<std::vector<mq_message>> mq_consumer::ack_and_poll(std::span<const mq_message> done,
+                                                          const poll_options& options) {
+  if (done.size() > wire::mq_poll_settles_max) {
+    return fail(errc::invalid_argument, "ack_and_poll acks at most " + std::to_string(wire::mq_poll_settles_max) +
+                                            " messages at once, not " + std::to_string(done.size()));
   }
-  wire::mq_poll p{st.group, 0, static_cast<std::uint32_t>(std::min<std::size_t>(options.max_messages, 1024)),
-                  options.max_bytes, static_cast<std::uint64_t>(std::max<std::int64_t>(options.wait.count(), 0)),
-                  st.polls.fetch_add(1, std::memory_order_relaxed) + 1, st.answered.load(std::memory_order_relaxed)};
-  auto timeout = options.wait + effective(*st.c, st.options.timeout);
-  auto convert = mq_reply<wire::mq_polled>;
-  auto polled = st.ask<wire::mq_polled>(p, timeout, convert);
-  if (!polled && polled.code() == errc::not_found && polled.error().message().find("join first") != std::string::npos) {
-    // The master forgot the member (it restarted, or the lease lapsed):
-    // join again, then poll.
-    if (auto ok = st.do_join(); !ok) return std::move(ok).error();
-    polled = st.ask<wire::mq_polled>(p, timeout, convert);
+  std::vector<wire::mq_settle> settles;
+  settles.reserve(done.size());
+  for (auto& m : done) {
+    wire::mq_settle s;
+    s.kind = wire::mq_settle_kind::ack;
+    s.partition = {m.topic, m.partition};
+    s.offset = m.offset;
+    s.generation = m.generation;
+    settles.push_back(std::move(s));
   }
-  if (!polled) return std::move(polled).error();
-  st.poll_answered(p.poll_seq);
-  std::vector<std::string_view> keys;
-  keys.reserve(polled->deliveries.size());
-  for (auto& d : polled->deliveries) keys.push_back(d.payload);
-  auto values = st.owner->get_batch(keys, call_options{st.options.timeout});
-  std::vector<mq_message> out;
-  out.reserve(polled->deliveries.size());
-  for (std::size_t i = 0; i < polled->deliveries.size(); ++i) {
-    auto& d = polled->deliveries[i];
-    out.push_back(mq_message{std::move(d.partition.topic), d.partition.partition, d.offset, d.delivery_count,
-                             std::move(values[i]), d.generation, std::move(d.message_id)});
-  }
-  return out;
+  return impl_->poll(std::move(settles), options);
 }
 
 result<void> mq_consumer::ack(const mq_message& m) {

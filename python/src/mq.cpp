@@ -364,14 +364,25 @@ Message it delivered are gone. poll in one thread and ack from others is fine.
       .def_property_readonly("wait", [](py_consumer& c) { return c.wait.count() / 1000.0; })
       .def(
           "poll",
-          [](py_consumer& c, std::size_t max_messages, std::uint64_t max_bytes, std::optional<double> wait) {
+          [](py_consumer& c, std::size_t max_messages, std::uint64_t max_bytes, std::optional<double> wait,
+             std::optional<std::vector<py_message*>> ack) {
             auto& consumer = c.core->use("poll");
             if (max_messages < 1 || max_messages > 1024) raise(errc::invalid_argument, "max_messages is 1 to 1024");
             poll_options o;
             o.max_messages = max_messages;
             o.max_bytes = max_bytes;
             o.wait = wait ? seconds_ms(*wait, "wait") : c.wait;
-            auto done = without_gil([&] { return consumer.poll(o); });
+            // What to ack first: the same fields ack() sends, without the payloads.
+            std::vector<mq_message> acks;
+            if (ack) {
+              acks.reserve(ack->size());
+              for (auto* x : *ack) {
+                if (x == nullptr) raise(errc::invalid_argument, "ack takes Messages");
+                acks.push_back(mq_message{x->m.topic, x->m.partition, x->m.offset, x->m.delivery_count, value{},
+                                          x->m.generation, {}});
+              }
+            }
+            auto done = without_gil([&] { return ack ? consumer.ack_and_poll(acks, o) : consumer.poll(o); });
             check_signals();
             py::list out;
             for (auto& msg : unwrap(std::move(done))) {
@@ -387,10 +398,13 @@ Message it delivered are gone. poll in one thread and ack from others is fine.
             }
             return out;
           },
-          py::arg("max_messages") = 16, py::arg("max_bytes") = 0, py::arg("wait") = py::none(),
+          py::arg("max_messages") = 16, py::arg("max_bytes") = 0, py::arg("wait") = py::none(), py::kw_only(),
+          py::arg("ack") = py::none(),
           "Messages from this member's partitions (redeliveries first, each partition in offset order); waits up "
           "to wait seconds (default: the consumer's) when there are none, woken as soon as one is produced. An "
-          "empty list: nothing came in time.")
+          "empty list: nothing came in time. ack: Messages (at most 1024) acked first, in the same request: "
+          "committed before the poll runs; the first refused raises its error and nothing is polled (the acks "
+          "before it stand).")
       .def(
           "ack",
           [](py_consumer& c, py_message& x) {

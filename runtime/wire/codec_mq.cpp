@@ -149,6 +149,8 @@ void put(s::Mq::Builder b, const mq_leave& x) {
   l.setSession(x.session);
 }
 
+void set_settle(s::MqSettle::Builder t, const mq_settle& x);
+
 void put(s::Mq::Builder b, const mq_poll& x) {
   auto p = b.initPoll();
   p.setGroup(as_text(x.group));
@@ -158,14 +160,14 @@ void put(s::Mq::Builder b, const mq_poll& x) {
   p.setWaitMs(x.wait_ms);
   p.setPollSeq(x.poll_seq);
   p.setAnsweredSeq(x.answered_seq);
+  set_list(p.initSettles(static_cast<unsigned>(x.settles.size())), x.settles, set_settle);
 }
 
 void put(s::Mq::Builder b, const mq_polled& x) {
   set_list(b.initPolled(static_cast<unsigned>(x.deliveries.size())), x.deliveries, set_delivery);
 }
 
-void put(s::Mq::Builder b, const mq_settle& x) {
-  auto t = b.initSettle();
+void set_settle(s::MqSettle::Builder t, const mq_settle& x) {
   t.setGroup(as_text(x.group));
   t.setSession(x.session);
   t.setKind(static_cast<std::uint8_t>(x.kind));
@@ -175,6 +177,8 @@ void put(s::Mq::Builder b, const mq_settle& x) {
   t.setDelayMs(x.delay_ms);
   t.setAnsweredSeq(x.answered_seq);
 }
+
+void put(s::Mq::Builder b, const mq_settle& x) { set_settle(b.initSettle(), x); }
 
 void put(s::Mq::Builder b, const mq_settled& x) { b.setSettled(x.count); }
 
@@ -275,9 +279,28 @@ result<mq_body> read_join(s::MqJoin::Reader r) {
   return mq_body{mq_join{from_text(r.getGroup()), r.getSession(), std::move(config), r.getLeaseMs()}};
 }
 
-mq_body read_poll(s::MqPoll::Reader r) {
-  return mq_poll{from_text(r.getGroup()), r.getSession(), r.getMaxMessages(), r.getMaxBytes(), r.getWaitMs(),
-                 r.getPollSeq(), r.getAnsweredSeq()};
+result<mq_settle> read_one_settle(s::MqSettle::Reader r) {
+  auto kind = read_enum(r.getKind(), mq_settle_kind::nack, "mq_settle with unknown kind");
+  if (!kind) return std::move(kind).error();
+  return mq_settle{from_text(r.getGroup()), r.getSession(), *kind, read_partition_ref(r.getPartition()),
+                   r.getOffset(), r.getGeneration(), r.getDelayMs(), r.getAnsweredSeq()};
+}
+
+result<mq_body> read_poll(s::MqPoll::Reader r) {
+  mq_poll p{from_text(r.getGroup()), r.getSession(), r.getMaxMessages(), r.getMaxBytes(), r.getWaitMs(),
+            r.getPollSeq(), r.getAnsweredSeq(), {}};
+  auto settles = r.getSettles();
+  if (settles.size() > mq_poll_settles_max) {
+    return fail(errc::protocol, "mq_poll with " + std::to_string(settles.size()) + " settles; at most " +
+                                    std::to_string(mq_poll_settles_max));
+  }
+  p.settles.reserve(settles.size());
+  for (auto s : settles) {
+    auto one = read_one_settle(s);
+    if (!one) return std::move(one).error();
+    p.settles.push_back(std::move(*one));
+  }
+  return mq_body{std::move(p)};
 }
 
 mq_body read_polled(capnp::List<s::MqDelivery>::Reader list) {
@@ -289,10 +312,9 @@ mq_body read_polled(capnp::List<s::MqDelivery>::Reader list) {
 }
 
 result<mq_body> read_settle(s::MqSettle::Reader r) {
-  auto kind = read_enum(r.getKind(), mq_settle_kind::nack, "mq_settle with unknown kind");
-  if (!kind) return std::move(kind).error();
-  return mq_body{mq_settle{from_text(r.getGroup()), r.getSession(), *kind, read_partition_ref(r.getPartition()),
-                           r.getOffset(), r.getGeneration(), r.getDelayMs(), r.getAnsweredSeq()}};
+  auto one = read_one_settle(r);
+  if (!one) return std::move(one).error();
+  return mq_body{std::move(*one)};
 }
 
 mq_body read_seek(s::MqSeek::Reader r) {

@@ -742,6 +742,23 @@ struct mq_leave {
   std::string group;
   std::uint64_t session = 0;
 };
+/// Pinned (on the wire).
+enum class mq_settle_kind : std::uint8_t { ack = 0, ack_upto = 1, nack = 2 };
+struct mq_settle {
+  std::string group;
+  std::uint64_t session = 0;
+  mq_settle_kind kind = mq_settle_kind::ack;
+  mq_partition_ref partition;
+  std::uint64_t offset = 0;
+  std::uint64_t generation = 0;  ///< ack, nack: the delivery's
+  std::int64_t delay_ms = 0;     ///< nack: when to deliver it again
+  /// ack_upto: settles only what polls up to this one (mq_poll::poll_seq)
+  /// delivered, never what a poll whose answer was lost did. 0: any.
+  std::uint64_t answered_seq = 0;
+  friend bool operator==(const mq_settle&, const mq_settle&) = default;
+};
+/// Settles a poll carries before it, at most (mq_poll::settles).
+inline constexpr std::size_t mq_poll_settles_max = 1024;
 /// Deliveries for the member; renews its lease. Waits up to `wait_ms`
 /// (and the request's deadline) for messages when there are none.
 struct mq_poll {
@@ -755,6 +772,11 @@ struct mq_poll {
   /// and goes out again at once. 0: not counted.
   std::uint64_t poll_seq = 0;
   std::uint64_t answered_seq = 0;
+  /// Acks and nacks applied before the poll, in order, as one mq_settle
+  /// each would be (their group and session are the poll's). The first
+  /// that fails fails the poll, which then polls nothing; those before it
+  /// stand. At most mq_poll_settles_max.
+  std::vector<mq_settle> settles{};
 };
 struct mq_delivery {
   mq_partition_ref partition;
@@ -769,20 +791,6 @@ struct mq_delivery {
 };
 struct mq_polled {
   std::vector<mq_delivery> deliveries;
-};
-/// Pinned (on the wire).
-enum class mq_settle_kind : std::uint8_t { ack = 0, ack_upto = 1, nack = 2 };
-struct mq_settle {
-  std::string group;
-  std::uint64_t session = 0;
-  mq_settle_kind kind = mq_settle_kind::ack;
-  mq_partition_ref partition;
-  std::uint64_t offset = 0;
-  std::uint64_t generation = 0;  ///< ack, nack: the delivery's
-  std::int64_t delay_ms = 0;     ///< nack: when to deliver it again
-  /// ack_upto: settles only what polls up to this one (mq_poll::poll_seq)
-  /// delivered, never what a poll whose answer was lost did. 0: any.
-  std::uint64_t answered_seq = 0;
 };
 /// The reply to mq_settle: how many deliveries it settled.
 struct mq_settled {

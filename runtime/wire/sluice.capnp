@@ -608,6 +608,7 @@ struct MqPoll {
   waitMs @4 :UInt64;           # how long to wait (within the deadline) when nothing is due
   pollSeq @5 :UInt64;          # the member's count of its polls, this one included; 0: not counted
   answeredSeq @6 :UInt64;      # the last of its polls whose answer reached it
+  settles @7 :List(MqSettle);  # applied first, in order (their group and session are the poll's)
 }
 
 struct MqDelivery {

@@ -91,6 +91,54 @@ TEST_CASE_FIXTURE(fixture, "mq: a produced message is consumed once, in order, a
   CHECK(lag[0].messages == 0);
 }
 
+TEST_CASE_FIXTURE(fixture, "mq: ack_and_poll acks a batch and polls the next in one call, and a refused ack polls nothing") {
+  sluice::mq q{*c};
+  REQUIRE(q.create_topic("pairs").ok());
+  for (int i = 0; i < 6; ++i) REQUIRE(q.produce("pairs", std::to_string(i)).ok());
+  auto consumer = q.subscribe("g", {"pairs"}).value();
+  auto first = poll_n(consumer, 3);
+  REQUIRE(first.size() == 3);
+  auto second = consumer.ack_and_poll(first, {.max_messages = 3, .wait = 1s});
+  REQUIRE_MESSAGE(second.ok(), (second ? "" : second.error().to_string()));
+  REQUIRE(second->size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(text_of((*second)[i]) == std::to_string(3 + i));
+  auto lag = q.lag("g").value();
+  REQUIRE(lag.size() == 1);
+  CHECK(lag[0].committed == 3);
+  CHECK(lag[0].in_flight == 3);
+
+  // An ack of a message acked already is refused: the call fails with its
+  // error and delivers nothing, and the ack before it stands.
+  for (int i = 6; i < 8; ++i) REQUIRE(q.produce("pairs", std::to_string(i)).ok());
+  std::vector<sluice::mq_message> mixed;
+  for (auto* m : {&(*second)[0], &first[0]}) {
+    mixed.push_back(sluice::mq_message{m->topic, m->partition, m->offset, m->delivery_count, sluice::value{},
+                                       m->generation, {}});
+  }
+  auto refused = consumer.ack_and_poll(mixed, {.max_messages = 3, .wait = 1s});
+  CHECK(refused.code() == errc::not_found);
+  lag = q.lag("g").value();
+  CHECK(lag[0].committed == 4);
+  CHECK(lag[0].next == 6);  // nothing more went out
+  CHECK(lag[0].in_flight == 2);
+
+  auto third = consumer.ack_and_poll(std::span{*second}.subspan(1), {.max_messages = 3, .wait = 1s});
+  REQUIRE_MESSAGE(third.ok(), (third ? "" : third.error().to_string()));
+  REQUIRE(third->size() == 2);
+  CHECK(text_of((*third)[0]) == "6");
+  CHECK(text_of((*third)[1]) == "7");
+  // Nothing to poll: the acks still go in, the call waits and comes back empty.
+  auto last = consumer.ack_and_poll(*third, {.wait = 100ms});
+  REQUIRE(last.ok());
+  CHECK(last->empty());
+  lag = q.lag("g").value();
+  CHECK(lag[0].committed == 8);
+  CHECK(lag[0].messages == 0);
+
+  std::vector<sluice::mq_message> too_many(1025);
+  CHECK(consumer.ack_and_poll(too_many).code() == errc::invalid_argument);
+}
+
 TEST_CASE_FIXTURE(fixture, "mq: a waiting poll is woken by a produce, not by its deadline") {
   sluice::mq q{*c};
   REQUIRE(q.create_topic("wake").ok());

@@ -113,6 +113,28 @@ def test_nack_redelivers_and_seek_replays(client):
     keeper.close()
 
 
+def test_poll_acks_the_last_batch_in_the_same_request(client):
+    topic, group = fresh("t"), fresh("g")
+    p = client.producer()
+    p.create_topic(topic)
+    for i in range(6):
+        p.produce(topic, bytes([i]) * 8)
+    c = client.consumer(group, topic)
+    first = c.poll(max_messages=3, wait=2.0)
+    assert [m.offset for m in first] == [0, 1, 2]
+    second = c.poll(max_messages=3, wait=2.0, ack=first)
+    assert [m.offset for m in second] == [3, 4, 5]
+    assert [(x["committed"], x["in_flight"]) for x in p.lag(group)] == [(3, 3)]
+    with pytest.raises(sluice.NotFound):
+        c.poll(wait=0.1, ack=[second[0], first[0]])  # first[0] is acked already
+    assert [(x["committed"], x["in_flight"]) for x in p.lag(group)] == [(4, 2)]
+    assert c.poll(wait=0.1, ack=second[1:]) == []
+    assert [(x["committed"], x["messages"]) for x in p.lag(group)] == [(6, 0)]
+    with pytest.raises(TypeError):
+        c.poll(ack=[b"not a message"])
+    c.close()
+
+
 def test_async_iteration(client):
     topic, group = fresh("t"), fresh("g")
     p = client.producer()

@@ -207,6 +207,13 @@ class mq_consumer {
   /// there are none; woken as soon as one is produced. Polling renews the
   /// member's lease. An empty batch means nothing came in time.
   result<std::vector<mq_message>> poll(const poll_options& options = {});
+  /// Acks `done` (each as ack() would), then polls, in one request: one
+  /// round trip for a batch's acks and the next batch. The acks are
+  /// committed before the poll runs, so none of them comes back in its
+  /// answer. The first ack refused (`conflict`, `not_found`, as ack()
+  /// says) fails the call, which then polls nothing; the acks before it
+  /// stand. At most 1024 messages (`invalid_argument` beyond).
+  result<std::vector<mq_message>> ack_and_poll(std::span<const mq_message> done, const poll_options& options = {});
   /// The message is done with: it is never delivered to this group again.
   /// `conflict` when its partition moved to another member since (it will
   /// be delivered there), `not_found` when it is not held unacked.

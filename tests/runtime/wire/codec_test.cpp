@@ -132,10 +132,12 @@ auto fields(const mq_produced& x) { return std::tie(x.results); }
 auto fields(const mq_join& x) { return std::tie(x.group, x.session, x.config, x.lease_ms); }
 auto fields(const mq_joined& x) { return std::tie(x.assigned); }
 auto fields(const mq_leave& x) { return std::tie(x.group, x.session); }
-auto fields(const mq_poll& x) { return std::tie(x.group, x.session, x.max_messages, x.max_bytes, x.wait_ms); }
+auto fields(const mq_poll& x) {
+  return std::tie(x.group, x.session, x.max_messages, x.max_bytes, x.wait_ms, x.poll_seq, x.answered_seq, x.settles);
+}
 auto fields(const mq_polled& x) { return std::tie(x.deliveries); }
 auto fields(const mq_settle& x) {
-  return std::tie(x.group, x.session, x.kind, x.partition, x.offset, x.generation, x.delay_ms);
+  return std::tie(x.group, x.session, x.kind, x.partition, x.offset, x.generation, x.delay_ms, x.answered_seq);
 }
 auto fields(const mq_settled& x) { return std::tie(x.count); }
 auto fields(const mq_seek& x) { return std::tie(x.group, x.partition, x.by_time, x.offset, x.time_ms); }
@@ -281,6 +283,10 @@ std::vector<body> sample_mq_bodies() {
       mq{mq_leave{"workers", 0xb2}},
       mq{mq_poll{"workers", 0xb2, 100, 1 << 20, 5000}},
       mq{mq_poll{"w", max, max32, max, max}},
+      mq{mq_poll{"workers", 0xb2, 64, 0, 100, 9, 8,
+                 {{"", 0, mq_settle_kind::ack, {"orders", 2}, 41, 7, 0, 0},
+                  {"workers", max, mq_settle_kind::nack, {"orders", max32}, max, max, INT64_MIN, max},
+                  {"", 0, mq_settle_kind::ack_upto, {key_not_utf8, 0}, 40, 0, 0, 8}}}},
       mq{mq_polled{{{{"orders", 2}, 41, key_with_nul, 4096, 3, 7, 1'700'000'000'000},
                     {{"refunds", max32}, max, "", max, max32, max, INT64_MIN}}}},
       mq{mq_settle{"workers", 0xb2, mq_settle_kind::nack, {"orders", 2}, 41, 7, 2500}},
@@ -960,6 +966,9 @@ TEST_CASE("wire: an mq enum value out of its pinned range is a malformed frame")
       mq{mq_join{"workers", 0xb2, bad_group, 10'000}},
       mq{mq_settle{"workers", 0xb2, static_cast<mq_settle_kind>(3), {"orders", 2}, 41, 7, 0}},
       mq{mq_settle{"workers", 0xb2, static_cast<mq_settle_kind>(0xff), {"orders", 2}, 41, 7, 0}},
+      mq{mq_poll{"workers", 0xb2, 16, 0, 100, 2, 1,
+                 {{"", 0, mq_settle_kind::ack, {"orders", 2}, 41, 7, 0, 0},
+                  {"", 0, static_cast<mq_settle_kind>(3), {"orders", 2}, 42, 7, 0, 0}}}},
   };
   for (const auto& b : samples) {
     CAPTURE(body_name(b));
@@ -968,6 +977,18 @@ TEST_CASE("wire: an mq enum value out of its pinned range is a malformed frame")
     CHECK(decoded.code() == errc::protocol);
     CHECK(decoded.error().message().find("unknown") != std::string::npos);
   }
+}
+
+TEST_CASE("wire: a poll carrying more settles than its bound is a malformed frame") {
+  mq_poll p{"workers", 0xb2, 16, 0, 100, 2, 1, {}};
+  p.settles.assign(mq_poll_settles_max, mq_settle{"", 0, mq_settle_kind::ack, {"orders", 0}, 1, 1, 0, 0});
+  auto at_bound = decode_vector(frame_bytes(sample_envelope(mq{p})));
+  REQUIRE(at_bound.ok());
+  p.settles.push_back(p.settles.back());
+  auto over = decode_vector(frame_bytes(sample_envelope(mq{p})));
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.code() == errc::protocol);
+  CHECK(over.error().message().find("settles") != std::string::npos);
 }
 
 TEST_CASE("wire: an mq message kind from a newer protocol is rejected") {
