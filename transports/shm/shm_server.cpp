@@ -247,10 +247,11 @@ void shm_server::run() {
     // The clock is read now and then only: a spin must stay cheap, it is
     // what a request waits for.
     if (idle_spins++ % spins_per_clock_read == 0) {
-      // A thread that works on this core for what we passed on (a
-      // handler next to its owner reading a relayed call, a node thread
-      // answering a request) gets its turn now and then.
-      if (handed_since_sleep_) yield_to_readers();
+      // A reader that spins on this core for the next relayed frame (a
+      // handler next to its owner) gets its turn now and then. (A request
+      // handed to the node's threads gets one yield, in drain: yielding
+      // here for those too cost a time slice per poll on a busy host.)
+      if (relayed_since_sleep_) yield_to_readers();
       auto now = std::chrono::steady_clock::now();
       if (idle_spins == 1) {
         idle_since = now;
@@ -346,7 +347,6 @@ bool shm_server::drain(client& c) {
     // The node's threads take it from here (an actor's mailbox): on a
     // shared core they run only once this poller lets them.
     handed = true;
-    handed_since_sleep_ = true;
   }
   if (c.requests->broken()) {
     log_->warn("closing shm link {:#x} from {}: its request ring is corrupt", c.id, c.peer);
@@ -414,7 +414,7 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& rel
   if (over_queue_bound(*to)) return false;
   queue_or_write(*to, std::move(routed->frame));
   relayed = true;
-  handed_since_sleep_ = true;
+  relayed_since_sleep_ = true;
   return true;
 }
 
@@ -432,7 +432,7 @@ bool shm_server::flush(client& c) {
 }
 
 void shm_server::sleep_until_work() {
-  handed_since_sleep_ = false;
+  relayed_since_sleep_ = false;
   auto clients = active_;
   for (auto& c : clients) c->requests->consumer_wake_word().store(shm::ring_sleeping, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

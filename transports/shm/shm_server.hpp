@@ -146,10 +146,10 @@ class shm_server final : public transport {
   // The clients as the poller sees them; only the poller adds and drops
   // clients, so it keeps this copy of clients_ without the lock.
   std::vector<client_ptr> active_;
-  /// The poller passed frames to another client, or to the node's
-  /// threads, since it last slept.
-  bool handed_since_sleep_ = false;
-  /// Whether yielding the core to whoever takes those frames pays.
+  /// The poller passed frames between clients since it last slept.
+  bool relayed_since_sleep_ = false;
+  /// Whether yielding the core to whoever takes what the poller passed
+  /// on (the reader of a relayed frame, the node's threads) pays.
   shm::yield_policy yields_;
 
   std::atomic<bool> stopping_{false};
