@@ -89,6 +89,16 @@ topic_options public_config(const wire::mq_topic_config& w) {
   return o;
 }
 
+/// The settle naming one delivery (ack or nack).
+wire::mq_settle settle_of(const mq_message& m, wire::mq_settle_kind kind) {
+  wire::mq_settle s;
+  s.kind = kind;
+  s.partition = {m.topic, m.partition};
+  s.offset = m.offset;
+  s.generation = m.generation;
+  return s;
+}
+
 }  // namespace
 
 // --- the consumer --------------------------------------------------------
@@ -203,24 +213,12 @@ result<std::vector<mq_message>> mq_consumer::ack_and_poll(std::span<const mq_mes
   }
   std::vector<wire::mq_settle> settles;
   settles.reserve(done.size());
-  for (auto& m : done) {
-    wire::mq_settle s;
-    s.kind = wire::mq_settle_kind::ack;
-    s.partition = {m.topic, m.partition};
-    s.offset = m.offset;
-    s.generation = m.generation;
-    settles.push_back(std::move(s));
-  }
+  for (auto& m : done) settles.push_back(settle_of(m, wire::mq_settle_kind::ack));
   return impl_->poll(std::move(settles), options);
 }
 
 result<void> mq_consumer::ack(const mq_message& m) {
-  wire::mq_settle s;
-  s.kind = wire::mq_settle_kind::ack;
-  s.partition = {m.topic, m.partition};
-  s.offset = m.offset;
-  s.generation = m.generation;
-  auto n = impl_->settle(std::move(s));
+  auto n = impl_->settle(settle_of(m, wire::mq_settle_kind::ack));
   if (!n) return std::move(n).error();
   return {};
 }
@@ -235,11 +233,7 @@ result<std::uint64_t> mq_consumer::ack_upto(std::string_view topic, std::uint32_
 }
 
 result<void> mq_consumer::nack(const mq_message& m, std::chrono::milliseconds delay) {
-  wire::mq_settle s;
-  s.kind = wire::mq_settle_kind::nack;
-  s.partition = {m.topic, m.partition};
-  s.offset = m.offset;
-  s.generation = m.generation;
+  auto s = settle_of(m, wire::mq_settle_kind::nack);
   s.delay_ms = std::max<std::int64_t>(delay.count(), 0);
   auto n = impl_->settle(std::move(s));
   if (!n) return std::move(n).error();
