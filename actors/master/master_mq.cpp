@@ -113,6 +113,70 @@ void free_payloads(self_ptr self, const std::vector<std::string>& keys) {
 }
 
 void wake_members(self_ptr self, const std::vector<mq_member_id>& members);
+void grew(self_ptr self, const std::string& topic, const std::set<std::uint32_t>& partitions);
+
+/// How long an owner has to fetch a payload asked for ahead of its read:
+/// a base, and a second for each 64 MiB.
+clock_duration prefetch_time(std::uint64_t size) {
+  return std::chrono::seconds{10} + std::chrono::seconds{static_cast<std::int64_t>(size >> 26)};
+}
+
+/// Asks the owner `member` reads through to fetch the payloads of the
+/// messages it will be handed next (mq_groups::upcoming) that the owner
+/// does not hold, each once (docs/mq.md, "Payloads are fetched ahead").
+/// Best effort: a prefetch refused or lost leaves the read to fetch it.
+void prefetch_for(self_ptr self, const mq_member_id& member) {
+  auto& st = self->state;
+  auto host = st.mq_hosts.find(member);
+  if (host == st.mq_hosts.end()) return;
+  auto* owner = st.members.find(host->second.owner);
+  if (owner == nullptr || owner->state != wire::member_state::up) return;
+  auto owner_id = owner->id;
+  for (auto& u : st.mq_groups.upcoming(member.first, member.second, st.mq, host->second.hinted)) {
+    if (st.mq_prefetching.size() >= mq_prefetching_max) return;  // the rest when answers come
+    auto& hinted = host->second.hinted[u.partition];
+    SLUICE_ASSERT(u.offset >= hinted);
+    hinted = u.offset + 1;
+    auto* entry = st.dir.find(u.payload);
+    if (entry == nullptr || entry->held_by(owner_id)) continue;
+    wire::mq_prefetch p{u.payload, entry->version, entry->size, {}};
+    auto add = [&](node_id id) {
+      auto* m = st.members.find(id);
+      if (m != nullptr && m->state == wire::member_state::up) p.holders.push_back(wire::replica{id, m->address});
+    };
+    add(entry->holder);
+    for (auto r : entry->replicas) add(r);
+    if (p.holders.empty()) continue;
+    if (owner->link == 0) return;  // no route to it now: its reads fetch for themselves
+    if (!st.mq_prefetching.emplace(owner_id, u.payload).second) continue;  // asked already (another group)
+    // Once, on the owner's route of the time, for as long as the fetch may
+    // take (ask_member's short tries would cut a large one off).
+    auto deadline = st.ep->now() + prefetch_time(entry->size);
+    st.ep->request(owner->link, wire::mq{std::move(p)}, {}, deadline,
+                   request_options{owner->via.value != 0 ? owner_id : node_id{}, {}},
+                   [self, asked = std::pair{owner_id, u.payload}](result<wire::message> reply, bool) {
+                     auto& st = self->state;
+                     st.mq_prefetching.erase(asked);
+                     if (!reply) {
+                       st.ep->log()->debug("mq: prefetch of '{}' by owner {} failed: {}", asked.second,
+                                           asked.first.to_string(), reply.error().to_string());
+                     }
+                   });
+  }
+}
+
+/// Partitions changed hands: what their new holders read next is
+/// fetched for them; what the old ones were fetched is theirs no more.
+void prefetch_moved(self_ptr self, const std::vector<master::mq_move>& moves) {
+  auto& st = self->state;
+  for (auto& m : moves) {
+    if (!m.from) continue;
+    if (auto host = st.mq_hosts.find({m.group, *m.from}); host != st.mq_hosts.end()) host->second.hinted.erase(m.partition);
+  }
+  for (auto& m : moves) {
+    if (m.to) prefetch_for(self, {m.group, *m.to});
+  }
+}
 
 /// A message ran out of deliveries in a group: it counts as acked there,
 /// and goes on to its topic's dead-letter topic, when it has one, as a
@@ -145,7 +209,7 @@ void dead_letter(self_ptr self, const master::mq_dead_letter& d) {
   free_payloads(self, appended->dropped);
   st.ep->log()->info("mq: {} ran out of deliveries in group '{}'; dead-lettered to {}/{}/{}", where, d.group,
                      cfg->dead_letter, appended->partition, appended->offset);
-  wake_members(self, st.mq_groups.wake(cfg->dead_letter, appended->partition));
+  grew(self, cfg->dead_letter, {appended->partition});
 }
 
 void answer_parked(self_ptr self, std::map<mq_member_id, mq_parked_poll>::iterator it, wire::mq_polled polled) {
@@ -227,6 +291,17 @@ void moved(self_ptr self, const std::vector<master::mq_move>& moves) {
   for (auto& m : moves) {
     if (m.to) wake_member(self, {m.group, *m.to});
   }
+  prefetch_moved(self, moves);
+}
+
+/// `topic`'s `partitions` grew: their parked readers poll again, and the
+/// payloads each holder reads next are fetched for it.
+void grew(self_ptr self, const std::string& topic, const std::set<std::uint32_t>& partitions) {
+  auto& st = self->state;
+  for (auto p : partitions) {
+    wake_members(self, st.mq_groups.wake(topic, p));
+    for (auto& member : st.mq_groups.holders(topic, p)) prefetch_for(self, member);
+  }
 }
 
 /// A member is gone (left, lapsed, its group deleted): a poll it left
@@ -234,6 +309,7 @@ void moved(self_ptr self, const std::vector<master::mq_move>& moves) {
 void member_gone(self_ptr self, const mq_member_id& member, const error& why) {
   auto& st = self->state;
   st.mq_lease_ms.erase(member);
+  st.mq_hosts.erase(member);
   auto it = st.mq_polls.find(member);
   if (it == st.mq_polls.end()) return;
   auto ctx = it->second.ctx;
@@ -308,9 +384,8 @@ bool append_rest(self_ptr self, mq_blocked_produce& b, std::set<std::uint32_t>& 
 
 /// Finishes a produce: journals, wakes readers of what grew, answers.
 void produced(self_ptr self, mq_blocked_produce& b, const std::set<std::uint32_t>& grown) {
-  auto& st = self->state;
   journal(self);
-  for (auto p : grown) wake_members(self, st.mq_groups.wake(b.produce.topic, p));
+  grew(self, b.produce.topic, grown);
   reply_mq(self, b.ctx, wire::mq_produced{std::move(b.results)});
 }
 
@@ -331,7 +406,7 @@ void retry_blocked(self_ptr self, const std::string& topic) {
     bool done = append_rest(self, b, grown);
     if (!done) {
       journal(self);
-      for (auto p : grown) wake_members(self, st.mq_groups.wake(topic, p));
+      grew(self, topic, grown);
       return;
     }
     auto finished = std::move(b);
@@ -365,7 +440,7 @@ void on_produce(self_ptr self, const request_context& ctx, wire::mq_produce p) {
     return give_up(self, b, "topic '" + topic + "' is full");
   }
   journal(self);
-  for (auto part : grown) wake_members(self, st.mq_groups.wake(topic, part));
+  grew(self, topic, grown);
   st.mq_blocked[topic].push_back(std::move(b));
   ++st.mq_blocked_count;
   arm_timer(self, until);
@@ -427,6 +502,7 @@ void on_join(self_ptr self, const request_context& ctx, const wire::mq_join& j) 
   auto moves = st.mq_groups.join(j.group, j.session, core_group(j.config), now + lease, now, st.mq);
   if (!moves) return answer_error(self, ctx, moves.error());
   st.mq_lease_ms[{j.group, j.session}] = lease;
+  st.mq_hosts[{j.group, j.session}].owner = ctx.source;
   journal(self);
   moved(self, *moves);
   wire::mq_joined out;
@@ -480,6 +556,7 @@ void on_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p) 
   if (auto ok = st.mq_groups.heartbeat(p.group, p.session, st.wall_ms() + lease->second + wait); !ok) {
     return answer_error(self, ctx, ok.error());
   }
+  st.mq_hosts[member].owner = ctx.source;
   if (!p.settles.empty()) {
     // The acks and nacks it carries come first, as mq_settle each; the
     // first refused fails the poll (those before it stand).
@@ -498,6 +575,8 @@ void on_poll(self_ptr self, const request_context& ctx, const wire::mq_poll& p) 
     prune(self);
   }
   run_poll(self, ctx, p);
+  // What the settles made room for, or a new member's first reads.
+  prefetch_for(self, member);
 }
 
 void on_settle(self_ptr self, const request_context& ctx, const wire::mq_settle& s) {
@@ -506,6 +585,7 @@ void on_settle(self_ptr self, const request_context& ctx, const wire::mq_settle&
   prune(self);
   // Room in the member's prefetch, or a nacked message due at once.
   wake_member(self, {s.group, s.session});
+  prefetch_for(self, {s.group, s.session});
   reply_mq(self, ctx, wire::mq_settled{*count});
 }
 
@@ -516,7 +596,10 @@ void on_seek(self_ptr self, const request_context& ctx, const wire::mq_seek& s) 
                       : st.mq_groups.seek(s.group, id, s.offset, st.mq);
   if (!ok) return answer_error(self, ctx, ok.error());
   journal(self);
-  wake_members(self, st.mq_groups.wake(id.topic, id.partition));
+  for (auto& [member, host] : st.mq_hosts) {
+    if (member.first == s.group) host.hinted.erase(id);  // the cursor moved: what comes next is another run
+  }
+  grew(self, id.topic, {id.partition});
   answer(self, ctx, wire::ok_reply{});
 }
 
@@ -701,6 +784,7 @@ void mq_reloaded(self_ptr self) {
     for (auto& b : queue) answer_error(self, b.ctx, error{errc::unavailable, "the master reloaded its state"});
   }
   st.mq_lease_ms.clear();
+  st.mq_hosts.clear();
 }
 
 }  // namespace sluice::master_detail

@@ -77,6 +77,17 @@ inline constexpr std::size_t mq_blocked_max = 4096;
 /// Payload keys the orphan sweep looks at per tick, and remembers at most.
 inline constexpr std::size_t mq_sweep_batch = 1024;
 inline constexpr std::size_t mq_orphan_suspects_max = 65536;
+/// Payload prefetches asked of owners and not answered yet, all owners
+/// together; past it no more are asked until answers come.
+inline constexpr std::size_t mq_prefetching_max = 4096;
+
+/// Where a member reads its payloads, for prefetching them (master_mq.cpp).
+struct mq_member_host {
+  /// The owner its requests come through: its payload reads go there too.
+  node_id owner;
+  /// Per partition it holds, the first offset not yet prefetched for it.
+  std::map<master::mq_partition_id, std::uint64_t> hinted;
+};
 
 struct master_state {
   std::optional<endpoint> ep;
@@ -124,6 +135,12 @@ struct master_state {
   std::size_t mq_blocked_count = 0;
   /// The lease each member asked for when it joined, renewed by its polls.
   std::map<master::mq_member_id, std::int64_t> mq_lease_ms;
+  /// Each member's owner and how far its payloads were prefetched; one
+  /// entry per member in mq_lease_ms at most.
+  std::map<master::mq_member_id, mq_member_host> mq_hosts;
+  /// Prefetches asked and not answered: (owner, payload key);
+  /// mq_prefetching_max at most.
+  std::set<std::pair<node_id, std::string>> mq_prefetching;
   /// When the MQ timer fires next (none armed: nothing waits).
   std::optional<clock_time> mq_timer_at;
   /// The orphan sweep (master_mq.cpp): where it goes on in `~mq/`, and

@@ -364,18 +364,60 @@ std::optional<std::int64_t> mq_groups::next_due(const group_state& g, const memb
   return out;
 }
 
-std::vector<mq_member_id> mq_groups::wake(const std::string& topic, std::uint32_t partition) {
+std::vector<mq_upcoming> mq_groups::upcoming(const std::string& group, std::uint64_t session, const mq_log& log,
+                                             const std::map<mq_partition_id, std::uint64_t>& from) const {
+  std::vector<mq_upcoming> out;
+  auto it = groups_.find(group);
+  if (it == groups_.end()) return out;
+  auto& g = it->second;
+  auto m = g.members.find(session);
+  if (m == g.members.end()) return out;
+  // A window past what it holds: while it works through those, the next
+  // ones come to its host.
+  std::uint64_t room = g.config.prefetch;
+  // Redeliveries go out before new messages: they take room first.
+  for (auto& id : m->second.partitions) {
+    auto taken = std::min<std::uint64_t>(room, g.partitions.at(id).redeliver.size());
+    room -= taken;
+  }
+  for (auto& id : m->second.partitions) {
+    auto& ps = g.partitions.at(id);
+    auto hinted = from.find(id);
+    auto first = hinted == from.end() ? 0 : hinted->second;
+    // Those named before were in the log, and still are (it is cut at
+    // its start only, below the cursor): they take room unread.
+    auto skip = first > ps.next ? std::min(room, first - ps.next) : 0;
+    room -= skip;
+    for (auto offset = ps.next + skip; room > 0 && offset - ps.committed < mq_window_offsets_max; ++offset) {
+      auto* shell = log.find(id.topic, id.partition, offset);
+      if (shell == nullptr) break;  // the end of the log
+      room -= 1;
+      if (offset >= first) out.push_back(mq_upcoming{id, offset, shell->payload, shell->size_bytes});
+    }
+  }
+  SLUICE_ASSERT(out.size() <= g.config.prefetch);
+  return out;
+}
+
+std::vector<mq_member_id> mq_groups::holders(const std::string& topic, std::uint32_t partition) const {
   std::vector<mq_member_id> out;
   auto r = readers_.find(topic);
   if (r == readers_.end()) return out;
   for (auto& name : r->second) {
     auto& g = groups_.at(name);
     auto ps = g.partitions.find(mq_partition_id{topic, partition});
-    if (ps == g.partitions.end() || !ps->second.member) continue;
-    auto& m = g.members.at(*ps->second.member);
+    if (ps != g.partitions.end() && ps->second.member) out.emplace_back(name, *ps->second.member);
+  }
+  return out;
+}
+
+std::vector<mq_member_id> mq_groups::wake(const std::string& topic, std::uint32_t partition) {
+  std::vector<mq_member_id> out;
+  for (auto& holder : holders(topic, partition)) {
+    auto& m = groups_.at(holder.first).members.at(holder.second);
     if (!m.parked) continue;
     m.parked = false;
-    out.emplace_back(name, *ps->second.member);
+    out.push_back(holder);
   }
   return out;
 }

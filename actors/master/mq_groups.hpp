@@ -110,6 +110,14 @@ struct mq_delivery {
   std::string message_id{};  ///< the producer's, or a dead-lettered message's origin; empty: none
 };
 
+/// A message a member is likely to be handed soon (mq_groups::upcoming).
+struct mq_upcoming {
+  mq_partition_id partition;
+  std::uint64_t offset = 0;
+  std::string payload;  ///< the payload's object key
+  std::uint64_t size_bytes = 0;
+};
+
 /// What a member that got nothing should wait for.
 enum class mq_wait : std::uint8_t {
   none,           ///< deliveries were returned
@@ -233,6 +241,17 @@ class mq_groups {
   result<mq_polled> poll(const std::string& group, std::uint64_t session, std::size_t max_messages,
                          std::uint64_t max_bytes, std::int64_t now_ms, const mq_log& log,
                          std::uint64_t poll_seq = 0, std::uint64_t answered_seq = 0);
+  /// The new messages `session` would be handed next, for fetching their
+  /// payloads ahead of its polls: the redeliveries due on its partitions
+  /// and then the offsets from each partition's cursor on, in the order a
+  /// poll takes them, fill one prefetch window past the deliveries it
+  /// holds; those of the new ones at or past `from[partition]` (0 when
+  /// absent) are returned. Changes nothing; empty when not a member.
+  std::vector<mq_upcoming> upcoming(const std::string& group, std::uint64_t session, const mq_log& log,
+                                    const std::map<mq_partition_id, std::uint64_t>& from) const;
+  /// The members that hold `topic`'s `partition`: one per group reading
+  /// it that has a member holding it.
+  std::vector<mq_member_id> holders(const std::string& topic, std::uint32_t partition) const;
   /// `topic`'s `partition` grew (or was sought): the parked members
   /// holding it, unparked, to poll again.
   std::vector<mq_member_id> wake(const std::string& topic, std::uint32_t partition);

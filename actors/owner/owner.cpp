@@ -93,7 +93,10 @@ void on_request(self_ptr self, transport::link_id link, wire::message msg) {
             st.ep->reply(ctx, wire::ok_reply{});
           },
           [&](wire::rpc& r) { serve_rpc(self, ctx, r, std::move(msg.payload)); },
-          [&](wire::mq& m) { forward_mq(self, ctx, std::move(m)); },
+          [&](wire::mq& m) {
+            if (auto* p = std::get_if<wire::mq_prefetch>(&m.body)) return serve_mq_prefetch(self, ctx, *p);
+            forward_mq(self, ctx, std::move(m));
+          },
           [&](wire::rdma_connect& c) { serve_rdma_connect(self, ctx, c); },
           [&](wire::rdma_release& r) { serve_rdma_release(self, ctx, r); },
           [&](auto& other) {

@@ -479,6 +479,7 @@ void on_tick(self_ptr self) {
   retry_paths(self);
   rdma_tick(self);
   rpc_tick(self);
+  expire_prefetched(self);
   for (auto [peer, kind] : st.master_paths.due_retries(st.ep->now())) ping_over(self, kind);
   heartbeat(self, beat::tick);
   self->delayed_send(self, timer_delay(st.ep->faults(), st.heartbeat_interval), tick_atom::value);

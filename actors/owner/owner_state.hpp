@@ -84,6 +84,28 @@ struct reservation {
   std::uint32_t min_replicas{};  ///< 0: all `replicas` (wire::kv_put)
 };
 
+/// Payloads prefetched for MQ consumers at once, at most (besides
+/// [owner] mq_prefetch, their bytes); the master asks for more only as
+/// consumers take them.
+constexpr std::size_t prefetched_max = 1024;
+/// Reads of one payload waiting for its prefetch to land, at most; more
+/// read it themselves.
+constexpr std::size_t prefetch_readers_max = 64;
+/// A prefetched payload no read took within this long is let go.
+constexpr std::chrono::seconds prefetch_keep{30};
+
+/// A message payload fetched here ahead of a consumer's read
+/// (owner_prefetch.cpp).
+struct prefetched_payload {
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  /// The bytes arrived (`bytes`); until then reads wait in `readers`.
+  bool here = false;
+  shared_bytes bytes;
+  clock_time until{};  ///< let go unread then (once here)
+  std::vector<std::function<void(result<shared_bytes>)>> readers;
+};
+
 /// The owner's GPU pools ([owner.gpu]; owner_gpu.cpp).
 struct owner_gpu {
   /// Null: this owner was given no GPU runtime.
@@ -155,6 +177,12 @@ struct owner_state {
 
   // --- rdma (owner_rdma.cpp) ---
   rdma_state rdma;
+
+  // --- MQ payloads fetched ahead of their reads (owner_prefetch.cpp) ---
+  /// By payload key; prefetched_max entries and [owner] mq_prefetch
+  /// bytes (prefetched_bytes, counting those on their way) at most.
+  std::map<std::string, prefetched_payload, std::less<>> prefetched;
+  std::uint64_t prefetched_bytes = 0;
 
   // --- GPU pools (owner_gpu.cpp) ---
   owner_gpu gpu;
@@ -382,6 +410,21 @@ void init_gpu(self_ptr self, gpu::device* device);
 result<gpu::device_pool*> gpu_pool(self_ptr self, std::uint32_t device);
 /// What (gpu_atom) answers.
 gpu_report report_gpu(self_ptr self);
+
+// --- MQ payloads fetched ahead (owner_prefetch.cpp) ---
+
+/// The master's mq_prefetch: fetches the payload from its holders into
+/// this owner's pool and keeps it for the read that is to come; answered
+/// ok once it is here, `overloaded` past the bounds, `unavailable` when
+/// [owner] mq_prefetch is 0.
+void serve_mq_prefetch(self_ptr self, const request_context& ctx, const wire::mq_prefetch& p);
+/// For a read of `version` of `key`: when it was prefetched (or is on
+/// its way), hands it over — `done` gets the bytes once here, or the
+/// error that ended the prefetch — and returns true; false when not.
+bool take_prefetched(self_ptr self, const std::string& key, std::uint64_t version,
+                     std::function<void(result<shared_bytes>)> done);
+/// Lets go of prefetched payloads no read took in time (on the tick).
+void expire_prefetched(self_ptr self);
 
 // --- replicas (owner_replicas.cpp) ---
 

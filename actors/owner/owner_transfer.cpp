@@ -285,14 +285,25 @@ void serve_get(self_ptr self, const request_context& ctx, std::string key, int a
     }
     if (where->replicas.empty()) return st.ep->reply_error(ctx, error{errc::unavailable, "no holder is up"});
     auto version = where->version;
-    fetch_from_holders(self, std::move(where->replicas), key, version, where->size, ctx.deadline,
-                       [self, ctx, key, version, retry_or](result<fetched_value> fetched) {
-                         auto& st = self->state;
-                         if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
-                         if (!fetched) return st.ep->reply_error(ctx, fetched.error());
-                         st.ep->reply(ctx, wire::kv_get_reply{version}, fetched->bytes);
-                         keep_copy(self, key, version, *fetched, ctx.deadline);
-                       });
+    auto read = [self, ctx, key, version, retry_or, holders = std::move(where->replicas), size = where->size]() mutable {
+      fetch_from_holders(self, std::move(holders), key, version, size, ctx.deadline,
+                         [self, ctx, key, version, retry_or](result<fetched_value> fetched) {
+                           auto& st = self->state;
+                           if (!fetched && fetched.code() == errc::not_found) return retry_or(fetched.error());
+                           if (!fetched) return st.ep->reply_error(ctx, fetched.error());
+                           st.ep->reply(ctx, wire::kv_get_reply{version}, fetched->bytes);
+                           keep_copy(self, key, version, *fetched, ctx.deadline);
+                         });
+    };
+    // A message payload fetched ahead for a consumer here (or on its
+    // way): no second transfer. Should the prefetch fail, the read goes on
+    // as if there had been none.
+    auto prefetched = [self, ctx, version, read](result<shared_bytes> bytes) mutable {
+      if (!bytes) return read();
+      self->state.ep->reply(ctx, wire::kv_get_reply{version}, std::move(*bytes));
+    };
+    if (take_prefetched(self, key, version, std::move(prefetched))) return;
+    read();
   });
 }
 

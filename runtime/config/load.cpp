@@ -290,6 +290,10 @@ result<std::vector<std::uint32_t>> read_gpu_devices(const toml::node& value, con
 result<std::uint64_t> read_nonzero_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, 1);
 }
+/// A size that may be 0 (what it bounds is then off).
+result<std::uint64_t> read_any_size(const toml::node& value, const key_ref& key) {
+  return read_size(value, key, 0);
+}
 result<std::uint64_t> read_envelope_size(const toml::node& value, const key_ref& key) {
   return read_size(value, key, envelope_bytes_min);
 }
@@ -447,6 +451,7 @@ constexpr key_spec owner_keys[] = {
     {"transfer_window", store<&node_config::owner, &owner_section::transfer_window, read_window>},
     {"transfer_piece_timeout", store<&node_config::owner, &owner_section::transfer_piece_timeout, read_duration>},
     {"cache_remote", store<&node_config::owner, &owner_section::cache_remote, read_bool>},
+    {"mq_prefetch", store<&node_config::owner, &owner_section::mq_prefetch_bytes, read_any_size>},
 };
 /// [owner.gpu]: a table inside [owner]; writing it turns GPU pools on.
 constexpr key_spec owner_gpu_keys[] = {

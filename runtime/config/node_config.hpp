@@ -156,6 +156,10 @@ struct owner_section {
   /// A value read from another owner stays here as a copy registered with
   /// the master, so the next read of it on this host is local.
   bool cache_remote = true;
+  /// Payloads of MQ messages that consumers reading through this owner
+  /// will be handed next, fetched from other owners ahead of their reads
+  /// (docs/mq.md), this many bytes at most at once; 0: none are.
+  std::uint64_t mq_prefetch_bytes = 256ULL << 20;
   /// [owner.gpu]: GPU pools.
   gpu_section gpu{};
 };

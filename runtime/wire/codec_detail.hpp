@@ -31,6 +31,15 @@ void set_key_version(B b, const std::string& key, std::uint64_t version) {
   b.setVersion(version);
 }
 
+inline void set_replica(s::Replica::Builder b, const replica& r) {
+  b.setOwner(r.owner.value);
+  b.setAddress(r.address);
+}
+
+inline replica read_replica(s::Replica::Reader r) {
+  return {node_id{r.getOwner()}, from_text(r.getAddress())};
+}
+
 inline s::Role to_schema(role r) {
   switch (r) {
     case role::master: return s::Role::MASTER;

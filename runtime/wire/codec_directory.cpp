@@ -13,15 +13,6 @@ namespace {
 
 using namespace codec_detail;
 
-void set_replica(s::Replica::Builder b, const replica& r) {
-  b.setOwner(r.owner.value);
-  b.setAddress(r.address);
-}
-
-replica read_replica(s::Replica::Reader r) {
-  return {node_id{r.getOwner()}, from_text(r.getAddress())};
-}
-
 }  // namespace
 
 // --- encoding ---------------------------------------------------------------

@@ -199,6 +199,14 @@ void put(s::Mq::Builder b, const mq_group_status_reply& x) {
 
 void put(s::Mq::Builder b, const mq_delete_group& x) { b.setDeleteGroup(as_text(x.group)); }
 
+void put(s::Mq::Builder b, const mq_prefetch& x) {
+  auto p = b.initPrefetch();
+  p.setPayload(as_data(x.payload));
+  p.setVersion(x.version);
+  p.setSize(x.size);
+  set_list(p.initHolders(static_cast<unsigned>(x.holders.size())), x.holders, set_replica);
+}
+
 // --- decoding ---------------------------------------------------------------
 
 /// An enum carried as UInt8: a value past `last` is a malformed frame, as
@@ -351,6 +359,11 @@ result<mq_body> read_member(s::Mq::Reader r) {
     case W::GROUP_STATUS: return mq_body{mq_group_status{from_text(r.getGroupStatus())}};
     case W::GROUP_STATUS_REPLY: return read_group_status_reply(r.getGroupStatusReply());
     case W::DELETE_GROUP: return mq_body{mq_delete_group{from_text(r.getDeleteGroup())}};
+    case W::PREFETCH: {
+      auto p = r.getPrefetch();
+      return mq_body{mq_prefetch{from_data(p.getPayload()), p.getVersion(), p.getSize(),
+                                 read_list<replica>(p.getHolders(), read_replica)}};
+    }
   }
   return fail(errc::protocol, "unknown mq message kind " + std::to_string(static_cast<unsigned>(r.which())) +
                                   " (the peer speaks a newer protocol?)");
@@ -373,7 +386,7 @@ std::string_view mq_body_name(const mq_body& b) noexcept {
       "mq_create_topic", "mq_topic_created", "mq_delete_topic", "mq_list_topics", "mq_topics",
       "mq_produce",      "mq_produced",      "mq_join",         "mq_joined",      "mq_leave",
       "mq_poll",         "mq_polled",        "mq_settle",       "mq_settled",     "mq_seek",
-      "mq_group_status", "mq_group_status_reply", "mq_delete_group"};
+      "mq_group_status", "mq_group_status_reply", "mq_delete_group", "mq_prefetch"};
   static_assert(std::size(names) == std::variant_size_v<mq_body>);
   return names[b.index()];
 }

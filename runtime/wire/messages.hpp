@@ -824,11 +824,20 @@ struct mq_group_status_reply {
 struct mq_delete_group {
   std::string group;
 };
+/// Master -> the owner of a consumer's host: fetch this payload from its
+/// holders into the pool and keep it for the member's read, which is
+/// likely soon. Answered ok once it is held here.
+struct mq_prefetch {
+  std::string payload;
+  std::uint64_t version = 0;
+  std::uint64_t size = 0;
+  std::vector<replica> holders;
+};
 
 using mq_body = std::variant<mq_create_topic, mq_topic_created, mq_delete_topic, mq_list_topics, mq_topics,
                              mq_produce, mq_produced, mq_join, mq_joined, mq_leave, mq_poll, mq_polled,
                              mq_settle, mq_settled, mq_seek, mq_group_status, mq_group_status_reply,
-                             mq_delete_group>;
+                             mq_delete_group, mq_prefetch>;
 
 struct mq {
   mq_body body;

@@ -519,6 +519,7 @@ struct Mq {
     groupStatus @15 :Text;                  # a group's name; "": every group
     groupStatusReply @16 :List(MqPartitionLag);
     deleteGroup @17 :Text;                  # the group's name
+    prefetch @18 :MqPrefetch;               # master -> a consumer's owner: fetch this payload here ahead of its read
   }
 }
 
@@ -620,6 +621,16 @@ struct MqDelivery {
   generation @5 :UInt64;       # the partition's generation when it went out: settle carries it
   ackDeadlineMs @6 :Int64;     # when it goes out again unless settled
   messageId @7 :Data;          # the producer's message id, or a dead-lettered message's origin; empty: none
+}
+
+# A payload a member of a group on the receiving owner's host will read
+# soon: fetch it from its holders into this owner's pool and keep it for
+# that read. Answered `ok` once it is here (or was already).
+struct MqPrefetch {
+  payload @0 :Data;            # the payload's object key
+  version @1 :UInt64;
+  size @2 :UInt64;
+  holders @3 :List(Replica);   # up owners holding that version, to read from in turn
 }
 
 struct MqSettle {

@@ -271,6 +271,57 @@ TEST_CASE("mq_groups: a poll goes in offset order and stops at its messages, its
   CHECK(w.groups.poll("h", 1, 1, 0, w.now, w.log).code() == errc::not_found);
 }
 
+std::vector<std::string> payloads_of(const std::vector<sluice::master::mq_upcoming>& u) {
+  std::vector<std::string> out;
+  for (auto& x : u) out.push_back(x.payload);
+  return out;
+}
+
+TEST_CASE("mq_groups: upcoming names what a member's next polls take, a prefetch window past what it holds, past what was named before") {
+  world w;
+  w.topic("t", 2);
+  for (auto p : {"a", "b", "c"}) w.produce(t0, p);
+  w.produce(t1, "d", 40);
+  auto c = reads({"t"});
+  c.prefetch = 3;
+  w.join("g", 1, c);
+  std::map<mq_partition_id, std::uint64_t> none;
+  // The prefetch bounds it: three of the four, partition by partition.
+  auto first = w.groups.upcoming("g", 1, w.log, none);
+  CHECK(payloads_of(first) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(first[2].partition == t0);
+  CHECK(first[2].offset == 2);
+  CHECK(first[0].size_bytes == 10);
+  // What was named before is not named again; its room stays taken.
+  CHECK(payloads_of(w.groups.upcoming("g", 1, w.log, {{t0, 2}})) == std::vector<std::string>{"c"});
+  CHECK(w.groups.upcoming("g", 1, w.log, {{t0, 3}}).empty());
+  // A window past what the member holds: in flight takes no room.
+  CHECK(offsets_of(w.poll("g", 1, 2)) == std::vector<std::uint64_t>{0, 1});
+  CHECK(payloads_of(w.groups.upcoming("g", 1, w.log, none)) == std::vector<std::string>{"c", "d"});
+  REQUIRE(w.groups.ack_upto("g", 1, t0, 1).ok());
+  CHECK(payloads_of(w.groups.upcoming("g", 1, w.log, none)) == std::vector<std::string>{"c", "d"});
+  // A due redelivery goes out first and takes room, and is not named.
+  REQUIRE(w.poll("g", 1).deliveries.size() == 2);  // c and d
+  REQUIRE(w.groups.nack("g", 1, t0, 2, 1, 0, w.now, w.log).ok());
+  w.produce(t0, "e");
+  w.produce(t0, "f");
+  CHECK(payloads_of(w.groups.upcoming("g", 1, w.log, none)) == std::vector<std::string>{"e", "f"});
+  auto one = c;
+  one.prefetch = 1;
+  w.join("h", 5, one);
+  CHECK(payloads_of(w.groups.upcoming("h", 5, w.log, none)) == std::vector<std::string>{"a"});
+  // Not members: nothing.
+  CHECK(w.groups.upcoming("g", 7, w.log, none).empty());
+  CHECK(w.groups.upcoming("x", 1, w.log, none).empty());
+  // One holder per group that reads the partition.
+  CHECK(w.groups.holders("t", 1) == std::vector<mq_member_id>{{"g", 1}, {"h", 5}});
+  w.join("g", 2, c);
+  auto held = w.groups.holders("t", 1);
+  REQUIRE(held.size() == 2);
+  CHECK(held[0] == mq_member_id{"g", 2});  // t1 moved to the second member
+  CHECK(w.groups.holders("u", 0).empty());
+}
+
 TEST_CASE("mq_groups: a poll that finds nothing parks the member until one of its partitions grows") {
   world w;
   w.topic("t", 2);

@@ -328,6 +328,20 @@ TEST_CASE("config: a size of zero is rejected where zero is meaningless") {
                  "key 'wire.max_payload': must be greater than 0"));
 }
 
+TEST_CASE("config: the owner's prefetch bound is a size, 0 turning prefetching off") {
+  auto defaults = load_config_string("");
+  REQUIRE(defaults.ok());
+  CHECK(defaults->owner.mq_prefetch_bytes == 256ULL << 20);
+  auto off = load_config_string("[owner]\nmq_prefetch = 0\n");
+  REQUIRE(off.ok());
+  CHECK(off->owner.mq_prefetch_bytes == 0);
+  auto sized = load_config_string("[owner]\nmq_prefetch = \"1GiB\"\n");
+  REQUIRE(sized.ok());
+  CHECK(sized->owner.mq_prefetch_bytes == 1ULL << 30);
+  CHECK(contains(failure(load_config_string("[owner]\nmq_prefetch = true\n")), "key 'owner.mq_prefetch'"));
+  CHECK(contains(failure(load_config_string("[owner]\nmq_prefetch = \"lots\"\n")), "key 'owner.mq_prefetch'"));
+}
+
 TEST_CASE("config: the envelope limit is at least 64 bytes") {
   CHECK(contains(failure(load_config_string("[wire]\nmax_envelope = 63\n")),
                  "key 'wire.max_envelope': must be at least 64 B, found 63 B"));

@@ -144,6 +144,7 @@ auto fields(const mq_seek& x) { return std::tie(x.group, x.partition, x.by_time,
 auto fields(const mq_group_status& x) { return std::tie(x.group); }
 auto fields(const mq_group_status_reply& x) { return std::tie(x.partitions); }
 auto fields(const mq_delete_group& x) { return std::tie(x.group); }
+auto fields(const mq_prefetch& x) { return std::tie(x.payload, x.version, x.size, x.holders); }
 auto fields(const mq& x) { return std::tie(x.body); }
 auto fields(const member_status& x) {
   return std::tie(x.id, x.member_role, x.name, x.address, x.state, x.capacity_bytes, x.used_bytes,
@@ -299,6 +300,8 @@ std::vector<body> sample_mq_bodies() {
       mq{mq_group_status_reply{{{"workers", {"orders", 2}, 0xb2, 7, 40, 45, 3, 100, 409600},
                                 {"w", {"o", max32}, max, max, max, max, max, max, max}}}},
       mq{mq_delete_group{"workers"}},
+      mq{mq_prefetch{"~mq/orders/1", 7, 64 << 20, {{node_id{1}, "10.0.0.1:7000"}, {node_id{max}, ""}}}},
+      mq{mq_prefetch{key_with_nul, max, max, {}}},
   };
 }
 
@@ -949,6 +952,7 @@ TEST_CASE("wire: body_name names an mq message by its inner kind") {
   CHECK(body_name(mq{mq_seek{}}) == "mq_seek");
   CHECK(body_name(mq{mq_group_status_reply{}}) == "mq_group_status_reply");
   CHECK(body_name(mq{mq_delete_group{}}) == "mq_delete_group");
+  CHECK(body_name(mq{mq_prefetch{}}) == "mq_prefetch");
   // Every kind has its own name.
   std::set<std::string_view> names;
   for (const auto& b : sample_mq_bodies()) names.insert(body_name(b));
