@@ -1,5 +1,6 @@
 #include "sim/mq_workload.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -9,6 +10,7 @@
 
 #include "actors/client/client.hpp"
 #include "actors/common/mq_reply.hpp"
+#include "actors/master/mq_groups.hpp"
 #include "runtime/assert.hpp"
 
 namespace sluice::sim {
@@ -148,9 +150,12 @@ void mq_workload::check_drained(sim_duration window) {
 }
 
 void mq_workload::check_freed() {
-  // Past the master's orphan grace, and two of its sweeps a second apart,
-  // every payload no shell names is gone.
-  world_.run_until(world_.now() + std::chrono::duration_cast<sim_duration>(world_.config().mq_orphan_grace) + 3s);
+  // Past the master's orphan grace (and the time a recalled delivery's
+  // payload is kept), and two of its sweeps a second apart, every payload
+  // no shell names is gone.
+  auto grace = std::max(std::chrono::duration_cast<sim_duration>(world_.config().mq_orphan_grace),
+                        std::chrono::duration_cast<sim_duration>(std::chrono::milliseconds{master::mq_recall_grace_ms}));
+  world_.run_until(world_.now() + grace + 3s);
   // Shared with the callbacks: an answer after the wait below finds them.
   auto payloads = std::make_shared<std::optional<std::uint64_t>>();
   auto shells = std::make_shared<std::optional<std::uint64_t>>();

@@ -217,6 +217,7 @@ void world::start(int index) {
       };
       deps.plant_mq_forget_acks_on_move = config_.mq_forgets_acks;
       deps.plant_mq_keep_consumed_payloads = config_.mq_leaks_payloads;
+      deps.plant_mq_free_recalled_at_once = config_.mq_frees_recalled;
       deps.plant_no_repair = config_.no_repair;
       auto master = spawn_master(*n.system, std::move(deps));
       // The simulated disk holds only what the master wrote: it can't be corrupt.

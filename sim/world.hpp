@@ -59,6 +59,9 @@ struct world_config {
   /// A broken master for tests of the MQ memory check: it never frees the
   /// payloads of messages every group consumed.
   bool mq_leaks_payloads = false;
+  /// A broken master for tests of the MQ read check: it frees a recalled
+  /// delivery's payload as soon as its message is consumed.
+  bool mq_frees_recalled = false;
   /// The master's [master] mq_orphan_grace: short, so that payloads no
   /// message names (a producer lost between its put and its append) are
   /// freed within a run and the memory check can demand that nothing is

@@ -519,6 +519,7 @@ master_actor::behavior_type master_behavior(self_ptr self, master_deps deps,
   st.plant_mq_forget_acks_on_move = deps.plant_mq_forget_acks_on_move;
   if (st.plant_mq_forget_acks_on_move) st.mq_groups.plant_forget_acks_on_move();
   st.plant_mq_keep_consumed_payloads = deps.plant_mq_keep_consumed_payloads;
+  st.plant_mq_free_recalled_at_once = deps.plant_mq_free_recalled_at_once;
   st.plant_no_repair = deps.plant_no_repair;
   // Owners it knew are down until they register again; until then their
   // leases may still run (they started before this master did).

@@ -55,6 +55,10 @@ struct master_deps {
   /// A planted bug, for the simulator's tests of its own checks only: the
   /// payloads of messages every group consumed are never freed.
   bool plant_mq_keep_consumed_payloads = false;
+  /// A planted bug, for the simulator's tests of its own checks only: a
+  /// payload recalled by a move is freed as soon as its message goes, while
+  /// the member it was recalled from may still be reading it.
+  bool plant_mq_free_recalled_at_once = false;
   /// A planted bug, for the simulator's tests of its own checks only: the
   /// master counts objects short of copies but never makes a copy.
   bool plant_no_repair = false;

@@ -99,10 +99,17 @@ void pin_payload(self_ptr self, const std::string& key) {
   pins_changed(self, {key});
 }
 
-/// No shell names `key` any more: the object goes.
+/// No shell names `key` any more: the object goes, once no member it was
+/// recalled from may still be reading it.
 void free_payload(self_ptr self, const std::string& key) {
   auto& st = self->state;
+  // Unpinned at once: a master that restarts before a recalled payload's
+  // time is up leaves it to the orphan sweep, which skips pinned keys.
   if (st.pins.unpin(key, 0, st.wall_ms())) pins_changed(self, {key});
+  if (auto r = st.mq_recalled.find(key); r != st.mq_recalled.end() && r->second.until_ms > st.wall_ms()) {
+    r->second.freed = true;  // mq_tick frees it when the time comes
+    return;
+  }
   auto* entry = st.dir.find_any(key);
   if (entry == nullptr) return;
   if (st.expiring.insert(key).second) expire_key(self, key, entry->version);
@@ -287,7 +294,49 @@ void wake_members(self_ptr self, const std::vector<mq_member_id>& members) {
   for (auto& m : members) wake_member(self, m);
 }
 
+/// A partition moved while its old holder may still be reading the
+/// payloads of what it was handed (its poll answered, its reads not done):
+/// those payloads stay until master::mq_recall_grace_ms from now, even if
+/// the new holder consumes their messages first.
+void keep_recalled(self_ptr self, const master::mq_move& m) {
+  auto& st = self->state;
+  auto until = st.wall_ms() + master::mq_recall_grace_ms;
+  for (auto offset : m.recalled) {
+    auto* shell = st.mq.find(m.partition.topic, m.partition.partition, offset);
+    if (shell == nullptr) continue;
+    auto it = st.mq_recalled.find(shell->payload);
+    if (it != st.mq_recalled.end()) {
+      it->second.until_ms = std::max(it->second.until_ms, until);
+      continue;
+    }
+    if (st.mq_recalled.size() >= mq_recalled_max) {
+      st.ep->log()->debug("mq: {} recalled payloads kept already; '{}' is not", mq_recalled_max, shell->payload);
+      continue;
+    }
+    st.mq_recalled.emplace(shell->payload, mq_recall{until, false});
+  }
+}
+
+/// Frees the recalled payloads whose time is up and whose message went.
+void release_recalled(self_ptr self) {
+  auto& st = self->state;
+  auto now_ms = st.wall_ms();
+  std::vector<std::string> due;
+  for (auto it = st.mq_recalled.begin(); it != st.mq_recalled.end();) {
+    if (it->second.until_ms > now_ms) {
+      ++it;
+      continue;
+    }
+    if (it->second.freed) due.push_back(it->first);
+    it = st.mq_recalled.erase(it);
+  }
+  free_payloads(self, due);
+}
+
 void moved(self_ptr self, const std::vector<master::mq_move>& moves) {
+  for (auto& m : moves) {
+    if (m.from && !m.recalled.empty() && !self->state.plant_mq_free_recalled_at_once) keep_recalled(self, m);
+  }
   for (auto& m : moves) {
     if (m.to) wake_member(self, {m.group, *m.to});
   }
@@ -693,7 +742,8 @@ void sweep_orphans(self_ptr self) {
   auto grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(st.cfg.mq_orphan_grace).count();
   auto page = st.dir.list("~mq/", st.mq_sweep_after, mq_sweep_batch);
   for (auto& k : page.keys) {
-    if (st.pins.pinned(k.key, now_ms) || st.expiring.count(k.key) != 0 || waits_to_append(st, k.key)) {
+    if (st.pins.pinned(k.key, now_ms) || st.expiring.count(k.key) != 0 || st.mq_recalled.count(k.key) != 0 ||
+        waits_to_append(st, k.key)) {
       st.mq_orphan_suspects.erase(k.key);
       continue;
     }
@@ -733,6 +783,7 @@ void mq_tick(self_ptr self) {
   moved(self, lapsed.moves);
   wake_members(self, expired.wake);
   prune(self);
+  release_recalled(self);
   // Waits that reached their deadline end; polls with a redelivery due
   // look again.
   auto now = st.ep->now();

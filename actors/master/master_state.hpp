@@ -80,6 +80,15 @@ inline constexpr std::size_t mq_orphan_suspects_max = 65536;
 /// Payload prefetches asked of owners and not answered yet, all owners
 /// together; past it no more are asked until answers come.
 inline constexpr std::size_t mq_prefetching_max = 4096;
+/// Recalled payloads kept past their free (master_state::mq_recalled);
+/// past it a recalled payload is not kept, and frees at once.
+inline constexpr std::size_t mq_recalled_max = 65536;
+
+/// A payload whose delivery was recalled from a member (master_mq.cpp).
+struct mq_recall {
+  std::int64_t until_ms = 0;  ///< wall ms: kept until then
+  bool freed = false;         ///< its message went meanwhile: it goes then
+};
 
 /// Where a member reads its payloads, for prefetching them (master_mq.cpp).
 struct mq_member_host {
@@ -127,6 +136,7 @@ struct master_state {
   /// The planted bug of master_deps, set on every mq_groups made.
   bool plant_mq_forget_acks_on_move = false;
   bool plant_mq_keep_consumed_payloads = false;
+  bool plant_mq_free_recalled_at_once = false;
   bool plant_no_repair = false;
   /// One per member at most (a new poll answers the one before).
   std::map<master::mq_member_id, mq_parked_poll> mq_polls;
@@ -141,6 +151,11 @@ struct master_state {
   /// Prefetches asked and not answered: (owner, payload key);
   /// mq_prefetching_max at most.
   std::set<std::pair<node_id, std::string>> mq_prefetching;
+  /// Payloads of deliveries recalled by a move, by key: the member they
+  /// were recalled from may still be reading them, so they are freed no
+  /// sooner than master::mq_recall_grace_ms after it; mq_recalled_max at
+  /// most.
+  std::map<std::string, mq_recall, std::less<>> mq_recalled;
   /// When the MQ timer fires next (none armed: nothing waits).
   std::optional<clock_time> mq_timer_at;
   /// The orphan sweep (master_mq.cpp): where it goes on in `~mq/`, and

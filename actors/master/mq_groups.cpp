@@ -222,8 +222,11 @@ void mq_groups::move(const std::string& name, group_state& g, const mq_partition
                      std::optional<std::uint64_t> to, std::vector<mq_move>& moves) {
   // What the old holder did not ack goes out again, to the new one, at
   // once; what it acked stays acked.
+  std::vector<std::uint64_t> recalled;
+  recalled.reserve(ps.flying.size());
   while (!ps.flying.empty()) {
     auto it = ps.flying.begin();
+    recalled.push_back(it->first);
     ps.redeliver.emplace(it->first, redelivery{due_now, it->second.deliveries});
     land(g, ps, it);
   }
@@ -243,7 +246,7 @@ void mq_groups::move(const std::string& name, group_state& g, const mq_partition
     m->second.partitions.insert(id);
   }
   record_offset(name, id, ps);
-  moves.push_back(mq_move{name, id, from, to, ps.generation});
+  moves.push_back(mq_move{name, id, from, to, ps.generation, std::move(recalled)});
 }
 
 // Delivery.

@@ -133,6 +133,12 @@ struct mq_polled {
   std::optional<std::int64_t> retry_at_ms;
 };
 
+/// How long the payload of a recalled delivery (mq_move::recalled) stays
+/// readable after the move, even if its message is consumed meanwhile:
+/// the member it was recalled from may still be reading it, under a
+/// deadline of its own (the library's default is 5 s).
+inline constexpr std::int64_t mq_recall_grace_ms = 10'000;
+
 /// A partition that changed hands; its generation is the new one.
 struct mq_move {
   std::string group;
@@ -140,6 +146,9 @@ struct mq_move {
   std::optional<std::uint64_t> from;
   std::optional<std::uint64_t> to;  ///< to wake: it has a partition to poll
   std::uint64_t generation = 0;
+  /// Offsets that were in flight to `from`, ascending: they go out again,
+  /// while `from` may still be reading their payloads.
+  std::vector<std::uint64_t> recalled{};
 };
 
 /// (group, session): a member.

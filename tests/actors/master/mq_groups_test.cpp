@@ -200,6 +200,8 @@ TEST_CASE("mq_groups: a member that leaves hands its unacked deliveries to the n
   auto moves = *w.groups.leave("g", 1, w.log);
   REQUIRE(moves.size() == 1);
   CHECK(moves[0].to == std::optional<std::uint64_t>{2});
+  // What was in flight to member 1 is named: it may still be reading it.
+  CHECK(moves[0].recalled == std::vector<std::uint64_t>{1, 3});
   auto again = w.poll("g", 2);
   CHECK(offsets_of(again) == std::vector<std::uint64_t>{1, 3});
   CHECK(again.deliveries[0].delivery_count == 2);
