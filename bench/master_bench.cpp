@@ -664,7 +664,11 @@ int run_recovery(const options& o) {
     owner.capacity_bytes = 1ULL << 40;
     p.member_joined(owner);
     for (std::uint64_t i = 0; i < o.objects; ++i) {
-      p.object_committed(bench_key(i), {i + 1, value_size, owner.id, 0, {}});
+      sluice::master::object_entry e;
+      e.version = i + 1;
+      e.size = value_size;
+      e.holder = owner.id;
+      p.object_committed(bench_key(i), e);
     }
     p.versions_used(o.objects + 1);
     if (auto ok = p.sync(); !ok) die(ok.error().to_string());

@@ -1,8 +1,27 @@
 #include "actors/master/directory.hpp"
 
+#include <cstring>
+#include <limits>
+#include <new>
+
 #include "runtime/assert.hpp"
 
 namespace sluice::master {
+namespace {
+
+object_entry entry_of(std::uint64_t version, std::uint64_t size, std::uint32_t copies, node_id holder,
+                      std::int64_t expires_ms) {
+  SLUICE_ASSERT(size <= object_size_max && copies >= 1 && copies <= max_copies);
+  object_entry e;
+  e.version = version;
+  e.size = size;
+  e.copies = copies;
+  e.holder = holder;
+  e.expires_ms = expires_ms;
+  return e;
+}
+
+}  // namespace
 
 std::uint64_t directory::begin_put(const std::string& key, std::uint64_t size, node_id holder,
                                    clock_time expires, wire::put_condition condition, std::uint64_t ttl_ms,
@@ -52,15 +71,15 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
   }
   forget_pending(it);
 
-  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, expires_ms, {}, copies});
+  auto [obj, inserted] = add_node(key, entry_of(version, size, copies, holder, expires_ms));
   if (inserted) set_expiry(key, 0, expires_ms);
   if (!inserted) {
-    if (obj->second.version > version) {
+    if (obj->entry.version > version) {
       // A newer version committed first: this one is obsolete on arrival.
       out.stale = stale_version{holder, key, version};
       return out;
     }
-    auto& old = obj->second;
+    auto& old = obj->entry;
     out.stale = stale_version{old.holder, key, old.version};
     count_copy(key, old.holder, old.size, false);
     for (auto r : old.replicas) {
@@ -68,7 +87,7 @@ result<commit_outcome> directory::commit(const std::string& key, std::uint64_t v
       count_copy(key, r, old.size, false);
     }
     set_expiry(key, old.expires_ms, expires_ms);
-    old = object_entry{version, size, holder, expires_ms, {}, copies};
+    old = entry_of(version, size, copies, holder, expires_ms);
   }
   count_copy(key, holder, size, true);
   return out;
@@ -78,9 +97,9 @@ commit_outcome directory::commit_owned(const std::string& key, std::uint64_t ver
                                        node_id holder) {
   commit_outcome out;
   out.version = version;
-  auto [obj, inserted] = add_node(key, object_entry{version, size, holder, 0, {}});
+  auto [obj, inserted] = add_node(key, entry_of(version, size, 1, holder, 0));
   if (!inserted) {
-    auto& old = obj->second;
+    auto& old = obj->entry;
     if (old.version == version) return out;  // applied already
     if (old.version > version) {
       out.stale = stale_version{holder, key, version};
@@ -93,7 +112,7 @@ commit_outcome directory::commit_owned(const std::string& key, std::uint64_t ver
       count_copy(key, r, old.size, false);
     }
     set_expiry(key, old.expires_ms, 0);
-    old = object_entry{version, size, holder, 0, {}};
+    old = entry_of(version, size, 1, holder, 0);
   }
   count_copy(key, holder, size, true);
   next_version_ = std::max(next_version_, version + 1);
@@ -107,7 +126,7 @@ bool directory::slot_only(key_slot slot, node_id holder) const {
   return true;
 }
 
-void directory::count_in_slot(const std::string& key, node_id holder, bool added) {
+void directory::count_in_slot(std::string_view key, node_id holder, bool added) {
   auto& use = slot_use_[slot_of(key)];
   if (added) {
     use[holder] += 1;
@@ -118,7 +137,7 @@ void directory::count_in_slot(const std::string& key, node_id holder, bool added
   if (--it->second == 0) use.erase(it);
 }
 
-void directory::count_copy(const std::string& key, node_id holder, std::uint64_t size, bool added) {
+void directory::count_copy(std::string_view key, node_id holder, std::uint64_t size, bool added) {
   count_in_slot(key, holder, added);
   auto& u = usage_[holder];
   if (added) {
@@ -139,35 +158,34 @@ bool directory::pending_on(const std::string& key, std::uint64_t version, node_i
 std::vector<wire::key_version> directory::held_in_range(node_id holder, std::string_view after, std::string_view through,
                                                         bool to_end) const {
   std::vector<wire::key_version> out;
-  for (auto it = objects_.upper_bound(after); it != objects_.end(); ++it) {
-    if (!to_end && it->first > through) break;
-    if (it->second.held_by(holder)) out.push_back(wire::key_version{it->first, it->second.version});
+  for (auto it = ordered_.upper_bound(after); it != ordered_.end(); ++it) {
+    auto& r = **it;
+    if (!to_end && r.key() > through) break;
+    if (r.entry.held_by(holder)) out.push_back(wire::key_version{std::string{r.key()}, r.entry.version});
   }
   return out;
 }
 
 bool directory::add_replica(const std::string& key, std::uint64_t version, node_id holder) {
-  auto it = find_node(key);
-  if (it == objects_.end() || it->second.version != version || it->second.held_by(holder)) return false;
-  it->second.replicas.push_back(holder);
-  count_copy(key, holder, it->second.size, true);
+  auto* r = find_node(key);
+  if (r == nullptr || r->entry.version != version || r->entry.held_by(holder)) return false;
+  r->entry.replicas.push_back(holder);
+  count_copy(key, holder, r->entry.size, true);
   return true;
 }
 
 void directory::settle_copies(const std::string& key) {
-  auto it = find_node(key);
-  if (it == objects_.end()) return;
-  auto& e = it->second;
-  e.copies = std::min<std::uint32_t>(e.copies, static_cast<std::uint32_t>(e.copy_count()));
+  auto* r = find_node(key);
+  if (r == nullptr) return;
+  auto& e = r->entry;
+  e.copies = std::min<std::uint64_t>(e.copies, e.copy_count());
   SLUICE_ASSERT(e.copies >= 1);
 }
 
 evicted_copy directory::evict(const std::string& key, std::uint64_t version, node_id holder) {
-  auto it = find_node(key);
-  if (it == objects_.end() || it->second.version != version || !it->second.held_by(holder)) {
-    return evicted_copy::refused;
-  }
-  auto& e = it->second;
+  auto* r = find_node(key);
+  if (r == nullptr || r->entry.version != version || !r->entry.held_by(holder)) return evicted_copy::refused;
+  auto& e = r->entry;
   if (e.replicas.empty()) {
     remove(key);
     return evicted_copy::key;
@@ -236,22 +254,23 @@ result<void> directory::check(const std::string& key, const wire::put_condition&
 directory::listing directory::list(std::string_view prefix, std::string_view start_after,
                                    std::size_t limit) const {
   listing out;
-  auto it = start_after < prefix ? objects_.lower_bound(prefix) : objects_.upper_bound(start_after);
-  for (; it != objects_.end() && it->first.starts_with(prefix); ++it) {
-    if (!live(it->second)) continue;
+  auto it = start_after < prefix ? ordered_.lower_bound(prefix) : ordered_.upper_bound(start_after);
+  for (; it != ordered_.end() && (*it)->key().starts_with(prefix); ++it) {
+    auto& r = **it;
+    if (!live(r.entry)) continue;
     if (out.keys.size() == limit) {
       out.more = true;
       break;
     }
-    out.keys.push_back(wire::key_info{it->first, it->second.version, it->second.size});
+    out.keys.push_back(wire::key_info{std::string{r.key()}, r.entry.version, r.entry.size});
   }
   return out;
 }
 
 std::uint64_t directory::count(std::string_view prefix) const {
   std::uint64_t n = 0;
-  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) {
-    if (live(it->second)) ++n;
+  for (auto it = ordered_.lower_bound(prefix); it != ordered_.end() && (*it)->key().starts_with(prefix); ++it) {
+    if (live((*it)->entry)) ++n;
   }
   return n;
 }
@@ -262,31 +281,33 @@ const object_entry* directory::find(const std::string& key) const {
 }
 
 const object_entry* directory::find_any(const std::string& key) const {
-  auto it = find_node(key);
-  return it == objects_.end() ? nullptr : &it->second;
+  auto* r = find_node(key);
+  return r == nullptr ? nullptr : &r->entry;
 }
 
-void directory::set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms) {
+void directory::set_expiry(std::string_view key, std::int64_t old_ms, std::int64_t new_ms) {
   if (old_ms == new_ms) return;
-  if (old_ms != 0) expiring_.erase({old_ms, key});
-  if (new_ms != 0) expiring_.emplace(new_ms, key);
+  if (old_ms != 0) expiring_.erase({old_ms, std::string{key}});
+  if (new_ms != 0) expiring_.emplace(new_ms, std::string{key});
 }
 
 std::vector<std::pair<std::string, std::uint64_t>> directory::expired(std::size_t max) const {
   std::vector<std::pair<std::string, std::uint64_t>> out;
   for (auto& [at, key] : expiring_) {
     if (at > now_ms_ || out.size() == max) break;
-    out.emplace_back(key, find_node(key)->second.version);
+    auto* r = find_node(key);
+    SLUICE_ASSERT(r != nullptr);  // a key expiring is in the directory
+    out.emplace_back(key, r->entry.version);
   }
   return out;
 }
 
 std::optional<object_entry> directory::remove(const std::string& key) {
-  auto it = find_node(key);
-  if (it == objects_.end()) return std::nullopt;
-  auto entry = it->second;
+  auto* r = find_node(key);
+  if (r == nullptr) return std::nullopt;
+  auto entry = r->entry;
   set_expiry(key, entry.expires_ms, 0);
-  erase_node(it);
+  erase_node(r);
   if (pending_per_key_.contains(key)) {
     auto& at = removed_at_[key];
     at = std::max(at, entry.version);
@@ -296,7 +317,7 @@ std::optional<object_entry> directory::remove(const std::string& key) {
   return entry;
 }
 
-void directory::restore(std::string key, object_entry entry) {
+void directory::restore(std::string_view key, object_entry entry) {
   count_copy(key, entry.holder, entry.size, true);
   for (auto r : entry.replicas) count_copy(key, r, entry.size, true);
   next_version_ = std::max(next_version_, entry.version + 1);
@@ -308,10 +329,10 @@ void directory::restore(std::string key, object_entry entry) {
 std::vector<std::string> directory::remove_holder(node_id holder, std::vector<std::string>* changed) {
   std::vector<std::string> out;
   std::vector<std::pair<std::string, std::uint64_t>> copies;
-  for (auto& [key, entry] : objects_) {
-    if (entry.held_by(holder)) copies.emplace_back(key, entry.version);
+  for (auto& r : ordered_) {
+    if (r->entry.held_by(holder)) copies.emplace_back(r->key(), r->entry.version);
   }
-  // In key order (the map's): deterministic for whoever acts on the lists.
+  // In key order: deterministic for whoever acts on the lists.
   for (auto& [key, version] : copies) {
     if (evict(key, version, holder) == evicted_copy::key) {
       out.push_back(key);
@@ -327,27 +348,55 @@ directory::holder_usage directory::usage_of(node_id holder) const {
   return it == usage_.end() ? holder_usage{} : it->second;
 }
 
-directory::object_map::iterator directory::find_node(std::string_view key) {
+std::string_view directory::record::key() const noexcept {
+  auto* tail = reinterpret_cast<const char*>(this) + sizeof(record);
+  std::uint16_t n = 0;
+  std::memcpy(&n, tail, sizeof n);
+  return {tail + sizeof n, n};
+}
+
+void directory::record_free::operator()(record* r) const noexcept {
+  r->~record();
+  ::operator delete(r);
+}
+
+directory::record_ptr directory::make_record(std::string_view key, const object_entry& entry) {
+  SLUICE_ASSERT(key.size() <= std::numeric_limits<std::uint16_t>::max());
+  SLUICE_ASSERT(entry.size <= object_size_max);
+  auto n = static_cast<std::uint16_t>(key.size());
+  void* raw = ::operator new(sizeof(record) + sizeof n + key.size());
+  record_ptr r{new (raw) record{entry}};
+  auto* tail = static_cast<char*>(raw) + sizeof(record);
+  std::memcpy(tail, &n, sizeof n);
+  std::memcpy(tail + sizeof n, key.data(), key.size());
+  return r;
+}
+
+directory::record* directory::find_node(std::string_view key) const {
   auto it = index_.find(key);
-  return it == index_.end() ? objects_.end() : *it;
+  return it == index_.end() ? nullptr : *it;
 }
 
-directory::object_map::const_iterator directory::find_node(std::string_view key) const {
-  auto it = index_.find(key);
-  return it == index_.end() ? objects_.cend() : object_map::const_iterator{*it};
+std::pair<directory::record*, bool> directory::add_node(std::string_view key, const object_entry& entry) {
+  if (auto it = index_.find(key); it != index_.end()) return {*it, false};
+  auto r = make_record(key, entry);
+  auto* raw = r.get();
+  // Keys restored from storage come in key order: each goes at the end.
+  auto hint = !ordered_.empty() && key_of(*std::prev(ordered_.end())) < key ? ordered_.end()
+                                                                             : ordered_.lower_bound(key);
+  ordered_.insert(hint, std::move(r));
+  index_.insert(raw);
+  SLUICE_ASSERT(ordered_.size() == index_.size());
+  return {raw, true};
 }
 
-std::pair<directory::object_map::iterator, bool> directory::add_node(const std::string& key,
-                                                                     const object_entry& entry) {
-  if (auto it = index_.find(std::string_view{key}); it != index_.end()) return {*it, false};
-  auto node = objects_.emplace(key, entry).first;
-  index_.insert(node);
-  return {node, true};
-}
-
-void directory::erase_node(object_map::iterator it) {
-  index_.erase(std::string_view{it->first});
-  objects_.erase(it);
+void directory::erase_node(record* r) {
+  auto key = r->key();
+  auto it = ordered_.find(key);
+  SLUICE_ASSERT(it != ordered_.end() && it->get() == r);
+  index_.erase(key);
+  ordered_.erase(it);  // frees r (and the bytes `key` viewed)
+  SLUICE_ASSERT(ordered_.size() == index_.size());
 }
 
 }  // namespace sluice::master

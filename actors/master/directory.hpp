@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/container/btree_set.h>
 #include <absl/container/flat_hash_set.h>
 #include <absl/hash/hash.h>
 
@@ -82,9 +83,19 @@ class replica_list {
   std::unique_ptr<std::vector<node_id>> nodes_;  // null: none
 };
 
+/// The sizes an object may have: below 2^56 bytes (the size shares its
+/// word with the copy target).
+inline constexpr std::uint64_t object_size_max = (std::uint64_t{1} << 56) - 1;
+
+/// One committed version: 40 bytes, kept beside its key in one
+/// allocation (directory::record), so a million objects cost the
+/// directory under 100 bytes each.
 struct object_entry {
   std::uint64_t version = 0;
-  std::uint64_t size = 0;
+  std::uint64_t size : 56 = 0;  ///< at most object_size_max
+  /// The copies its put asked for (1 to max_copies): repair restores
+  /// them when copies are lost. A deliberate eviction lowers it.
+  std::uint64_t copies : 8 = 1;
   node_id holder;
   /// When the version expires, in milliseconds of wall time since the
   /// Unix epoch (so it means the same after a restart); 0: never.
@@ -92,14 +103,12 @@ struct object_entry {
   /// Other owners holding copies of this version (registered after the
   /// holder committed it); readers may use any that is up.
   replica_list replicas;
-  /// The copies its put asked for (1 to max_copies): repair restores
-  /// them when copies are lost. A deliberate eviction lowers it.
-  std::uint32_t copies = 1;
   std::size_t copy_count() const noexcept { return 1 + replicas.size(); }
   bool held_by(node_id id) const {
     return holder == id || std::find(replicas.begin(), replicas.end(), id) != replicas.end();
   }
 };
+static_assert(sizeof(object_entry) == 40, "an object's entry is 40 bytes (see directory::record)");
 
 struct pending_entry {
   std::string key;
@@ -113,6 +122,7 @@ struct pending_entry {
 
 /// The most copies a put may ask for (wire::place::replicas is a u8).
 inline constexpr std::uint32_t max_copies = 255;
+static_assert(max_copies <= 255, "object_entry::copies is 8 bits");
 
 /// A version some holder should free.
 struct stale_version {
@@ -188,11 +198,12 @@ class directory {
   /// evicted one on purpose: repair must not put it back).
   void settle_copies(const std::string& key);
 
-  /// Calls `f(key, entry)` for every committed version, expired or not,
+  /// Calls `f(key, entry)` (a std::string_view and the entry) for every
+  /// committed version, expired or not,
   /// in key order.
   template <class F>
   void for_each(F&& f) const {
-    for (auto& [key, entry] : objects_) f(key, entry);
+    for (auto& r : ordered_) f(r->key(), r->entry);
   }
 
   /// Whether `version` of `key` is a put pending on `holder`.
@@ -217,7 +228,7 @@ class directory {
   const object_entry* find_any(const std::string& key) const;
 
   /// Puts back a committed version read from durable storage.
-  void restore(std::string key, object_entry entry);
+  void restore(std::string_view key, object_entry entry);
 
   /// Forgets every copy `holder` holds (it lost them); returns the keys
   /// that lost their last copy and were removed. Keys that kept another
@@ -233,7 +244,7 @@ class directory {
   /// Removes the key's committed version; returns it when there was one.
   std::optional<object_entry> remove(const std::string& key);
 
-  std::uint64_t object_count() const noexcept { return objects_.size(); }
+  std::uint64_t object_count() const noexcept { return ordered_.size(); }
 
   /// Committed keys starting with `prefix` after `start_after`, in bytewise
   /// order, at most `limit`; `more` when further keys match.
@@ -255,32 +266,51 @@ class directory {
   holder_usage usage_of(node_id holder) const;
 
  private:
-  // Ordered, so that keys list by prefix; found through index_, a hash
-  // set of its nodes (a lookup costs a probe and the node, not a walk
-  // down the tree). The two change together, in find_node, add_node and
-  // erase_node only.
-  using object_map = std::map<std::string, object_entry, std::less<>>;
-  object_map objects_;
-  struct node_hash {
-    using is_transparent = void;
-    std::size_t operator()(std::string_view key) const { return absl::Hash<std::string_view>{}(key); }
-    std::size_t operator()(object_map::iterator it) const { return (*this)(std::string_view{it->first}); }
+  // A committed key: its entry, then the key's length (2 bytes) and
+  // bytes, in one allocation of 42 + length bytes. Owned by ordered_
+  // (key order, so that keys list by prefix) and found through index_, a
+  // hash set of the same records (a lookup costs a probe and the record,
+  // not a walk down the tree). The two change together, in add_node and
+  // erase_node only; neither is ever copied.
+  struct record {
+    object_entry entry;
+    std::string_view key() const noexcept;
   };
-  struct node_eq {
+  struct record_free {
+    void operator()(record* r) const noexcept;
+  };
+  using record_ptr = std::unique_ptr<record, record_free>;
+  static record_ptr make_record(std::string_view key, const object_entry& entry);
+  static std::string_view key_of(std::string_view key) noexcept { return key; }
+  static std::string_view key_of(const record* r) noexcept { return r->key(); }
+  static std::string_view key_of(const record_ptr& r) noexcept { return r->key(); }
+  struct key_less {
     using is_transparent = void;
-    static std::string_view key(std::string_view k) { return k; }
-    static std::string_view key(object_map::iterator it) { return it->first; }
     template <class A, class B>
-    bool operator()(const A& a, const B& b) const {
-      return key(a) == key(b);
+    bool operator()(const A& a, const B& b) const noexcept {
+      return key_of(a) < key_of(b);
     }
   };
-  absl::flat_hash_set<object_map::iterator, node_hash, node_eq> index_;
-  object_map::iterator find_node(std::string_view key);
-  object_map::const_iterator find_node(std::string_view key) const;
-  /// Like objects_.try_emplace.
-  std::pair<object_map::iterator, bool> add_node(const std::string& key, const object_entry& entry);
-  void erase_node(object_map::iterator it);
+  struct key_hash {
+    using is_transparent = void;
+    template <class A>
+    std::size_t operator()(const A& a) const noexcept {
+      return absl::Hash<std::string_view>{}(key_of(a));
+    }
+  };
+  struct key_eq {
+    using is_transparent = void;
+    template <class A, class B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      return key_of(a) == key_of(b);
+    }
+  };
+  absl::btree_set<record_ptr, key_less> ordered_;
+  absl::flat_hash_set<record*, key_hash, key_eq> index_;
+  record* find_node(std::string_view key) const;
+  /// Like a map's try_emplace: the key's record, and whether it is new.
+  std::pair<record*, bool> add_node(std::string_view key, const object_entry& entry);
+  void erase_node(record* r);
   std::map<std::uint64_t, pending_entry> pending_;  // by version
   void forget_pending(std::map<std::uint64_t, pending_entry>::iterator it);
 
@@ -295,10 +325,10 @@ class directory {
   std::set<std::pair<std::int64_t, std::string>> expiring_;
   std::int64_t now_ms_ = 0;
   bool live(const object_entry& e) const noexcept { return e.expires_ms == 0 || e.expires_ms > now_ms_; }
-  void set_expiry(const std::string& key, std::int64_t old_ms, std::int64_t new_ms);
-  void count_copy(const std::string& key, node_id holder, std::uint64_t size, bool added);
+  void set_expiry(std::string_view key, std::int64_t old_ms, std::int64_t new_ms);
+  void count_copy(std::string_view key, node_id holder, std::uint64_t size, bool added);
   /// Per slot, how many copies and pending puts of its keys each owner has.
-  void count_in_slot(const std::string& key, node_id holder, bool added);
+  void count_in_slot(std::string_view key, node_id holder, bool added);
   std::vector<std::map<node_id, std::uint32_t>> slot_use_ = std::vector<std::map<node_id, std::uint32_t>>(key_slots);
   std::uint64_t next_version_ = 1;
 };

@@ -163,8 +163,8 @@ void on_owner_commits(self_ptr self, const request_context& ctx, const wire::own
   for (auto& e : c.entries) {
     if (seq++ <= applied) continue;  // applied already (sent again)
     any = true;
-    if (st.slots.home_of(slot_of(e.key)) != ctx.source || !check_key(e.key)) {
-      st.ep->log()->warn("refused a commit of owner {} outside the slots it holds", ctx.source.to_string());
+    if (st.slots.home_of(slot_of(e.key)) != ctx.source || !check_key(e.key) || e.size > master::object_size_max) {
+      st.ep->log()->warn("refused a commit of owner {}: outside the slots it holds, a bad key or an oversize value", ctx.source.to_string());
       out.refused.push_back(wire::key_version{e.key, e.version});
       continue;
     }

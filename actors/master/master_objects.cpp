@@ -11,6 +11,7 @@
 #include "actors/master/master_state.hpp"
 #include "actors/master/persistence.hpp"
 #include "actors/master/placement.hpp"
+#include "runtime/keys.hpp"
 #include "runtime/units.hpp"
 
 namespace sluice::master_detail {
@@ -85,6 +86,12 @@ void on_place(self_ptr self, const request_context& ctx, const wire::place& p) {
   if (p.condition.if_absent && p.condition.if_version != 0) {
     answer_error(self, ctx, error{errc::invalid_argument, "a put may require the key absent or at a version, not both"});
     return;
+  }
+  if (auto ok = check_key(p.key); !ok) return answer_error(self, ctx, ok.error());
+  if (p.size > master::object_size_max) {
+    return answer_error(self, ctx, error{errc::invalid_argument, "a value of " + std::to_string(p.size) +
+                                                                     " bytes is over the largest an object may be, " +
+                                                                     std::to_string(master::object_size_max)});
   }
   // The master hands out this version: the key's slot must be no owner's.
   // Another owner's slot comes back first; the requester's own it gave up

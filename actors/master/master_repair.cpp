@@ -84,7 +84,10 @@ std::set<node_id> lost_owners(const master_state& st, clock_time now) {
 void count_all(self_ptr self, clock_time now) {
   auto& st = self->state;
   st.repair.clear();
-  st.dir.for_each([&](const std::string& key, const master::object_entry& e) { file(st, key, e, now); });
+  st.dir.for_each([&](std::string_view key, const master::object_entry& e) {
+    // An object with one copy asked for is nowhere in the queue just cleared.
+    if (e.copies > 1) file(st, std::string{key}, e, now);
+  });
   if (st.repair.under_replicated() + st.repair.stranded_count() > 0) {
     st.ep->log()->info("repair: {} objects below their copy target, {} of them with no live copy",
                        st.repair.under_replicated() + st.repair.stranded_count(), st.repair.stranded_count());

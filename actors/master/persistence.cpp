@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/keys.hpp"
+
 namespace sluice::master {
 namespace {
 
@@ -99,17 +101,21 @@ result<recovery_stats> persistence::load(directory& dir, std::vector<member>& me
     reader r{value};
     object_entry e;
     e.version = r.u64();
-    e.size = r.u64();
+    auto size = r.u64();
     e.holder = node_id{r.u64()};
     // The copy target, when above 1, is the one field of 4 bytes: last.
     if (r.rest.size() >= 8) e.expires_ms = static_cast<std::int64_t>(r.u64());
     while (r.ok && r.rest.size() >= 8) e.replicas.push_back(node_id{r.u64()});
-    if (r.ok && r.rest.size() == 4) e.copies = r.u32();
-    if (!r.ok || !r.rest.empty() || e.version == 0 || e.copies == 0 || e.copies > max_copies) {
+    std::uint32_t copies = 1;
+    if (r.ok && r.rest.size() == 4) copies = r.u32();
+    if (!r.ok || !r.rest.empty() || e.version == 0 || size > object_size_max || copies == 0 || copies > max_copies ||
+        key.size() - object_prefix.size() > max_key_bytes) {
       bad = corrupt(key, "not an object");
       return;
     }
-    dir.restore(std::string{key.substr(object_prefix.size())}, e);
+    e.size = size;
+    e.copies = copies;
+    dir.restore(key.substr(object_prefix.size()), e);
     stats.objects += 1;
   });
   if (!scanned) return scanned.error();

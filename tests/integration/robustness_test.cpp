@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/keys.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/wire/codec.hpp"
 #include "sluice/client.hpp"
@@ -64,10 +65,10 @@ std::string bytes_of(const sluice::wire::outbound_frame& f) {
   return {reinterpret_cast<const char*>(flat.data()), flat.size()};
 }
 
-std::string hello_frame() {
+std::string hello_frame(sluice::role as = sluice::role::client) {
   sluice::wire::envelope env;
   env.source = sluice::node_id{42};
-  env.body = sluice::wire::hello{sluice::role::client, sluice::wire::protocol_version, "raw", ""};
+  env.body = sluice::wire::hello{as, sluice::wire::protocol_version, "raw", ""};
   return bytes_of(sluice::wire::encode(env));
 }
 
@@ -118,29 +119,43 @@ void attack(const std::string& address) {
   }
 }
 
-}  // namespace
-
-TEST_CASE("robustness: garbage and half frames close only their own links and the node keeps serving") {
+/// `sluice up` (an owner and its master) with one value committed.
+struct node_up {
   sluice::test::process up{sluice_bin,
                            {"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"},
                            sluice::test::temp_path("up.log")};
-  auto first = up.read_line(10s);
-  auto second = up.read_line(10s);
-  REQUIRE(first.has_value());
-  REQUIRE(second.has_value());
-  auto owner = sluice::test::address_in(*first);
-  auto master = sluice::test::address_in(*second);
+  std::string owner, master;
+  std::unique_ptr<sluice::client> c;
 
-  auto c = sluice::client::connect(owner);
-  REQUIRE(c.ok());
-  REQUIRE((*c)->put("before", "committed").ok());
+  node_up() {
+    auto first = up.read_line(10s);
+    auto second = up.read_line(10s);
+    REQUIRE(first.has_value());
+    REQUIRE(second.has_value());
+    owner = sluice::test::address_in(*first);
+    master = sluice::test::address_in(*second);
+    auto connected = sluice::client::connect(owner);
+    REQUIRE(connected.ok());
+    c = std::move(*connected);
+    REQUIRE(c->put("before", "committed").ok());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("robustness: garbage and half frames close only their own links and the node keeps serving") {
+  node_up n;
+  auto& up = n.up;
+  auto& c = n.c;
+  auto& owner = n.owner;
+  auto& master = n.master;
 
   attack(owner);
   attack(master);
 
   // The node is alive, the committed value intact, and new work succeeds.
   CHECK_FALSE(up.wait(100ms).has_value());
-  auto before = (*c)->get("before");
+  auto before = c->get("before");
   REQUIRE(before.ok());
   CHECK(before->str() == "committed");
   auto fresh = sluice::client::connect(owner);
@@ -219,4 +234,42 @@ TEST_CASE("robustness: a commit naming a reservation the link does not hold is r
   std::memset(w->bytes().data(), 'v', 4096);
   REQUIRE(w->commit().ok());
   CHECK((*local)->get("victim").value().str() == std::string(4096, 'v'));
+}
+
+TEST_CASE("robustness: the master refuses a placement whose key or size is past the limits, and keeps serving") {
+  node_up n;
+  auto& up = n.up;
+  auto& c = n.c;
+
+  // Forged as an owner would send them: the library never asks for these.
+  raw_socket s{n.master};
+  s.send(hello_frame(sluice::role::owner));
+  struct bad_place {
+    std::string key;
+    std::uint64_t size;
+  };
+  std::uint64_t id = 1;
+  for (auto& bad : {bad_place{std::string(sluice::max_key_bytes + 1, 'k'), 10},
+                    bad_place{std::string(70'000, 'k'), 10}, bad_place{"huge", std::uint64_t{1} << 60}}) {
+    sluice::wire::envelope env;
+    env.request_id = id;
+    env.deadline_us = 2'000'000;
+    sluice::wire::place p;
+    p.key = bad.key;
+    p.size = bad.size;
+    env.body = p;
+    s.send(bytes_of(sluice::wire::encode(env)));
+    std::optional<sluice::wire::message> reply;
+    while ((reply = read_frame(s.fd())) && reply->env.reply_to != id) {
+    }
+    REQUIRE(reply.has_value());
+    auto* e = std::get_if<sluice::wire::error_reply>(&reply->env.body);
+    REQUIRE(e != nullptr);
+    CHECK(e->code == sluice::errc::invalid_argument);
+    ++id;
+  }
+  CHECK_FALSE(up.wait(100ms).has_value());
+  CHECK(c->get("before").value().str() == "committed");
+  REQUIRE(c->put("after", "works").ok());
+  CHECK(c->get("after").value().str() == "works");
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "actors/master/persistence.hpp"
+#include "runtime/keys.hpp"
 
 namespace {
 
@@ -287,4 +288,42 @@ TEST_CASE("pins: session pins lapse with their session or owner, detached ones w
   t.pin("gone", a, 0, pinned_forever);
   CHECK(t.forget_key("gone"));
   CHECK(t.keys() == 0);
+}
+
+TEST_CASE("persistence: an object record past the directory's bounds (copies, size, key length) is corrupt") {
+  auto record = [](std::uint64_t size, std::uint32_t copies) {
+    std::string out;
+    for (std::uint64_t x : {std::uint64_t{5}, size, a.value, std::uint64_t{0}}) {
+      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((x >> (8 * i)) & 0xff));
+    }
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((copies >> (8 * i)) & 0xff));
+    return out;
+  };
+  struct bad_case {
+    std::string key;
+    std::string value;
+  };
+  for (auto& bad : {bad_case{"o/k", record(10, 256)}, bad_case{"o/k", record(sluice::master::object_size_max + 1, 2)},
+                    bad_case{"o/" + std::string(sluice::max_key_bytes + 1, 'k'), record(10, 2)}}) {
+    sluice::memory_durable_store store;
+    REQUIRE(store.put(bad.key, bad.value).ok());
+    directory d;
+    std::vector<member> members;
+    persistence p{&store};
+    auto loaded = p.load(d, members);
+    REQUIRE_FALSE(loaded.ok());
+    CHECK(loaded.error().to_string().find("not an object") != std::string::npos);
+    CHECK(d.object_count() == 0);
+  }
+  // At the bounds it reads.
+  sluice::memory_durable_store store;
+  REQUIRE(store.put("o/" + std::string(sluice::max_key_bytes, 'k'), record(sluice::master::object_size_max, 255)).ok());
+  directory d;
+  std::vector<member> members;
+  persistence p{&store};
+  REQUIRE(p.load(d, members).ok());
+  auto* e = d.find(std::string(sluice::max_key_bytes, 'k'));
+  REQUIRE(e != nullptr);
+  CHECK(e->size == sluice::master::object_size_max);
+  CHECK(e->copies == 255);
 }
