@@ -391,6 +391,36 @@ class redis {
   }
   void flush() { s_.flush(); }
 
+  /// The CPU time the server has used, user and system, all its threads
+  /// (INFO cpu), in seconds. Call with no command in flight.
+  double cpu_seconds() {
+    command({"INFO", "cpu"});
+    s_.flush();
+    auto& in = s_.in();
+    std::size_t eol = std::string::npos;
+    while ((eol = in.find("\r\n")) == std::string::npos) {
+      if (!s_.fill(request_deadline)) die("redis stopped answering");
+    }
+    if (in[0] != '$') die("unexpected reply to INFO from redis: " + in.substr(0, eol));
+    auto total = eol + 2 + static_cast<std::size_t>(std::stoll(in.substr(1, eol - 1))) + 2;
+    while (in.size() < total) {
+      if (!s_.fill(request_deadline)) die("redis stopped answering");
+    }
+    auto text = in.substr(eol + 2, total - eol - 4);
+    in.erase(0, total);
+    double cpu = 0;
+    int found = 0;
+    for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+      auto at = text.find(std::string{"\n"} + field);
+      if (at == std::string::npos && text.rfind(field, 0) != 0) continue;
+      at = at == std::string::npos ? 0 : at + 1;
+      cpu += std::stod(text.substr(at + std::strlen(field)));
+      ++found;
+    }
+    if (found != 2) die("redis's INFO cpu names no used_cpu_sys and used_cpu_user");
+    return cpu;
+  }
+
   /// A reply already read, if any (never waits): false for an error or a
   /// nil.
   std::optional<bool> ready_reply() { return s_.in().empty() ? std::nullopt : parse(); }
@@ -621,9 +651,17 @@ int run_throughput(const options& o, bool durable) {
   if (!peer.empty()) {
     redis r{peer};
     std::uint64_t keys = 0;
+    // Redis's CPU time in each phase too: its ops per CPU-second beside
+    // the master's.
+    auto rcpu0 = r.cpu_seconds();
     auto sets = redis_ops(r, redis_op::set, 1, o.depth, o.seconds, keys);
+    auto rcpu1 = r.cpu_seconds();
     auto msets = redis_ops(r, redis_op::set, o.batch, o.report_depth, o.seconds, keys);
+    auto rcpu2 = r.cpu_seconds();
     auto gets = redis_ops(r, redis_op::get, 1, o.depth, o.seconds, keys);
+    auto rcpu3 = r.cpu_seconds();
+    double set_cpu = per_cpu(sets.done, rcpu1 - rcpu0), mset_cpu = per_cpu(msets.done, rcpu2 - rcpu1);
+    double get_cpu = per_cpu(gets.done, rcpu3 - rcpu2);
     std::printf("redis (%s): %.0f SET/s, %.0f keys/s in MSETs of %d (%d in flight), %.0f GET/s, depth %d\n", mode,
                 sets.per_s, msets.per_s, o.batch, o.report_depth, gets.per_s, o.depth);
     figure(("redis_set_per_s" + suffix).c_str(), sets.per_s, "ops/s");
@@ -632,6 +670,15 @@ int run_throughput(const options& o, bool durable) {
     figure(("ratio_master_put_commit_vs_redis_set" + suffix).c_str(), puts.per_s / sets.per_s, "ratio");
     figure(("ratio_master_owner_commit_vs_redis_mset" + suffix).c_str(), owned.per_s / msets.per_s, "ratio");
     figure(("ratio_master_locate_vs_redis_get" + suffix).c_str(), locates.per_s / gets.per_s, "ratio");
+    std::printf("redis (%s) per CPU-second of redis: %.0f SETs, %.0f keys in MSETs, %.0f GETs\n", mode, set_cpu,
+                mset_cpu, get_cpu);
+    figure(("redis_set_per_cpu_s" + suffix).c_str(), set_cpu, "ops/s");
+    figure(("redis_mset_keys_per_cpu_s" + suffix).c_str(), mset_cpu, "ops/s");
+    figure(("redis_get_per_cpu_s" + suffix).c_str(), get_cpu, "ops/s");
+    if (get_cpu > 0 && mset_cpu > 0) {
+      figure(("ratio_master_locate_vs_redis_get_per_cpu" + suffix).c_str(), locate_cpu / get_cpu, "ratio");
+      figure(("ratio_master_owner_commit_vs_redis_mset_per_cpu" + suffix).c_str(), owned_cpu / mset_cpu, "ratio");
+    }
     if (sets.errors + msets.errors + gets.errors > 0) failed = 1;
   }
   if (failed) std::fprintf(stderr, "master_bench: %s: some requests failed\n", mode);
