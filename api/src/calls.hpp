@@ -1,5 +1,5 @@
 // How the library's threads send requests, in one place: on the calling
-// thread's own shm channel straight to the owner (direct_call), handed to
+// thread's own shm channel or TCP link straight to the owner (direct_call), handed to
 // the client node's actor (through_node, tell_node), a thread waiting for
 // the node's answer (promise_callback, wait_for), and a synchronous
 // request that takes the first way when it can and the second otherwise
@@ -26,12 +26,18 @@
 namespace sluice {
 
 /// A synchronous request from the calling thread straight to the owner
-/// through that thread's own shm channel (opened on first use), with no
-/// hand-off to the client node's threads. Nothing when the direct path is
-/// not available (no shm, or the channel could not be opened): then the
-/// caller goes the usual way.
+/// through that thread's own channel (opened on first use), with no
+/// hand-off to the client node's threads: its shm channel when the client
+/// reaches its owner through shared memory, else its own TCP link when
+/// the client may reach the owner over TCP. Nothing when no direct path
+/// is available (an in-process client, or the channel could not be
+/// opened): then the caller goes the usual way.
 std::optional<result<wire::message>> direct_call(client::impl& c, const wire::body& request,
                                                  const shared_bytes& payload, std::chrono::milliseconds timeout);
+
+/// Whether direct calls of `c` go through shared memory (and answers may
+/// name regions of the owner's pool, which this process maps).
+bool shm_direct(const client::impl& c);
 
 /// The hello a link of this client opens with (a direct channel, an rpc
 /// channel): the owner then knows which client it is.

@@ -77,6 +77,15 @@ std::vector<std::string> owner_addresses(const std::string& address, client_tran
   return {address};
 }
 
+/// The owner's TCP address among `addresses` ("host:port"), or empty.
+std::string tcp_address_of(const std::vector<std::string>& addresses) {
+  for (const auto& a : addresses) {
+    if (a.starts_with("tcp://")) return a.substr(6);
+    if (a.find("://") == std::string::npos) return a;
+  }
+  return {};
+}
+
 }  // namespace
 
 result<wire::put_condition> condition_of(const put_options& o) {
@@ -134,6 +143,7 @@ result<std::unique_ptr<client>> client::impl::connect_with(const std::string& ad
   state->hub = std::move(hub);
   auto addresses = owner_addresses(address, options.transport);
   if (addresses.front().starts_with("shm://")) state->shm_address = addresses.front().substr(6);
+  state->tcp_address = tcp_address_of(addresses);
   state->host = std::move(*host);
   state->options = std::move(options);
   state->address = address;

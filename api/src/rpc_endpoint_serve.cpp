@@ -98,7 +98,11 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
 
 result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on) {
   if (!on) {
-    auto reply = ask(*self, request, {}, self->options.timeout);
+    // On the node's own link, never a thread's: the owner sends the calls
+    // of what a link serves on that link, and the node's is the one read.
+    auto [done, future] = promise_callback<wire::message>();
+    through_node(*self, std::move(request), {}, self->options.timeout, std::move(done));
+    auto reply = wait_for(std::move(future), self->options.timeout);
     if (!reply) return std::move(reply).error();
     return {};
   }

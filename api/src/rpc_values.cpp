@@ -105,8 +105,9 @@ std::optional<pool_location> rpc_args::location() const noexcept {
 namespace {
 
 /// Pool memory of the owner for `size` bytes, asked for on the calling
-/// thread's direct channel; nothing when this client has none.
+/// thread's direct shm channel; nothing when this client has none.
 std::optional<result<rpc_args>> pool_buffer(client::impl& c, std::uint64_t size) {
+  if (!shm_direct(c)) return std::nullopt;
   auto reply = direct_call(c, wire::rpc{wire::rpc_buffer{size}}, {}, c.options.timeout);
   if (!reply) return std::nullopt;
   auto body = reply_body<wire::rpc>(*reply);

@@ -70,7 +70,7 @@ TEST_CASE("interrupt: an RPC call on the thread's own shm channel ends cancelled
   interrupted_then_answered(*caller, held);
 }
 
-TEST_CASE("interrupt: a call through the client node (TCP) ends cancelled when the scope says so") {
+TEST_CASE("interrupt: a call over TCP, on the thread's own link, ends cancelled when the scope says so") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   held_handler held;
@@ -78,6 +78,15 @@ TEST_CASE("interrupt: a call through the client node (TCP) ends cancelled when t
   client_options tcp;
   tcp.transport = client_transport::tcp;
   auto caller = client::connect(cluster->client_address(), tcp).value();
+  interrupted_then_answered(*caller, held);
+}
+
+TEST_CASE("interrupt: a call through the client node (in-process) ends cancelled when the scope says so") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  held_handler held;
+  REQUIRE(server->rpc().serve("held", held.handler()).ok());
+  auto caller = cluster->connect().value();
   interrupted_then_answered(*caller, held);
 }
 

@@ -122,6 +122,7 @@ void delay_proxy::run() {
     if ((fds[0].revents & POLLIN) != 0) {
       int client = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK);
       if (client >= 0) {
+        ++accepted_;
         auto s = std::make_unique<session>();
         s->client = client;
         s->server = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -26,11 +27,14 @@ class delay_proxy {
   std::string address() const;
   /// Where connections accepted from now on go. Thread-safe.
   void set_target(std::uint16_t port) { target_port_ = port; }
+  /// Connections accepted so far. Thread-safe.
+  std::size_t accepted() const noexcept { return accepted_.load(); }
 
  private:
   void run();
 
   std::atomic<std::uint16_t> target_port_{0};
+  std::atomic<std::size_t> accepted_{0};
   std::chrono::milliseconds delay_;
   int listen_fd_ = -1;
   std::uint16_t port_ = 0;
