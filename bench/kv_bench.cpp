@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -507,11 +508,14 @@ struct options {
   std::string redis_address;
   double seconds = 2;
   std::string only;
+  /// Only the runs of these names (e.g. kv_tcp_get_4k); empty: all.
+  std::set<std::string> runs;
 };
 
 constexpr const char* usage =
-    "usage: kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--only sluice|redis]\n"
-    "  --seconds N   measured seconds per run (default 2; a fraction is fine)\n";
+    "usage: kv_bench --sluice HOST:PORT --redis HOST:PORT [--seconds N] [--only sluice|redis] [--run NAME,...]\n"
+    "  --seconds N   measured seconds per run (default 2; a fraction is fine)\n"
+    "  --run NAMES   only these runs, by the names the figures start with (kv_tcp_get_4k,redis_get_4k_c8)\n";
 
 std::optional<options> parse_options(int argc, char** argv) {
   options o;
@@ -527,6 +531,13 @@ std::optional<options> parse_options(int argc, char** argv) {
     else if (flag == "--redis") o.redis_address = text;
     else if (flag == "--only") o.only = text;
     else if (flag == "--seconds") o.seconds = std::atof(text.c_str());
+    else if (flag == "--run") {
+      for (std::size_t at = 0; at <= text.size();) {
+        auto comma = std::min(text.find(',', at), text.size());
+        if (comma > at) o.runs.insert(text.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
     else return std::nullopt;
   }
   bool only_ok = o.only.empty() || o.only == "sluice" || o.only == "redis";
@@ -605,6 +616,7 @@ int main(int argc, char** argv) {
   for (const auto& s : all_scenarios()) {
     for (const auto& sut : systems(*o)) {
       auto name = run_name(sut, s);
+      if (!o->runs.empty() && !o->runs.contains(name)) continue;
       auto r = run_scenario(sut.connect, s, limits);
       if (!r) {
         std::fprintf(stderr, "kv_bench: %s: %s\n", name.c_str(), r.error().to_string().c_str());

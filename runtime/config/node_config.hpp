@@ -140,9 +140,12 @@ struct owner_section {
   /// slots the master hands this owner (docs/concepts.md).
   bool fast_puts = true;
   /// How long the owner waits before it reports the puts it committed
-  /// itself, once its shared-memory thread went idle or 256 of them wait
-  /// (anything it asks the master sends them at once).
-  microseconds commit_report_delay{0};
+  /// itself, once the thread that committed them (shared-memory or TCP)
+  /// went idle or 256 of them wait (anything it asks the master sends
+  /// them at once). What is committed meanwhile goes in the same report:
+  /// a client that waits for each answer would otherwise cost the owner's
+  /// actor and the master a turn per put.
+  microseconds commit_report_delay{1000};
   /// A value read from another owner moves in pieces of this size, each
   /// received straight into its place in this owner's pool.
   std::uint64_t transfer_chunk_bytes = 4ULL << 20;

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -24,6 +25,12 @@ std::string system_text(int code) {
   char buffer[128];
   return ::strerror_r(code, buffer, sizeof buffer);  // GNU variant: returns the text
 }
+
+/// Longest a blocking read waits before it looks at the deadline again.
+constexpr std::chrono::milliseconds receive_slice{20};
+/// How much later than asked a read may end (a receive timeout is set
+/// again only when it is more than this too long).
+constexpr std::chrono::milliseconds receive_slack{1};
 
 int poll_ms(tcp_call_link::clock::time_point until) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(until - tcp_call_link::clock::now()).count();
@@ -61,6 +68,11 @@ result<std::unique_ptr<tcp_call_link>> tcp_call_link::open(std::string_view addr
     socklen_t length = sizeof code;
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &code, &length);
     if (code != 0) return fail(errc::unavailable, "cannot connect to " + std::string{address} + ": " + system_text(code));
+  }
+  // Connected: reads block from now on (limit_read_wait bounds them).
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return fail(errc::unavailable, "cannot make the socket blocking: " + system_text(errno));
   }
   if (auto sent = link->send(hello, deadline); !sent) return std::move(sent).error();
   return link;
@@ -115,7 +127,7 @@ result<void> tcp_call_link::send(const wire::outbound_frame& frame, clock::time_
     msghdr msg{};
     msg.msg_iov = parts;
     msg.msg_iovlen = static_cast<std::size_t>(count);
-    auto n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    auto n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<std::size_t>(n);
       continue;
@@ -204,25 +216,36 @@ result<bool> tcp_call_link::fill(clock::time_point until) {
   // A payload's bytes past the read-ahead go straight where they belong.
   bool straight = at_ == part::payload && payload_.size() - filled_ >= read_ahead_bytes;
   auto into = straight ? payload_.span().subspan(filled_) : ahead_.span();
-  bool waited = false;
   while (true) {
-    auto n = ::recv(fd_, into.data(), into.size(), MSG_DONTWAIT);
+    auto left = until - clock::now();
+    if (left <= clock::duration::zero()) return false;
+    if (auto limited = limit_read_wait(left); !limited) return std::move(limited).error();
+    auto n = ::recv(fd_, into.data(), into.size(), 0);
     if (n > 0) {
       if (straight) filled_ += static_cast<std::size_t>(n);
       else ahead_end_ = static_cast<std::size_t>(n);
       return true;
     }
     if (n == 0) return broken(error{errc::unavailable, "the peer closed the tcp link"});
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      return broken(error{errc::unavailable, "the tcp link broke: " + system_text(errno)});
-    }
-    if (waited && clock::now() >= until) return false;
-    auto readable = wait_for(POLLIN, until);
-    if (!readable) return std::move(readable).error();
-    if (!*readable) return false;
-    waited = true;
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;  // the deadline decides
+    return broken(error{errc::unavailable, "the tcp link broke: " + system_text(errno)});
   }
+}
+
+result<void> tcp_call_link::limit_read_wait(clock::duration left) {
+  auto want = std::min<clock::duration>(left, receive_slice);
+  bool too_long = want + receive_slack < read_wait_ || read_wait_ == clock::duration::zero();
+  bool may_grow = want == receive_slice && read_wait_ != want;
+  if (!too_long && !may_grow) return {};
+  // At least a microsecond: a timeout of zero would mean none.
+  auto us = std::max<std::int64_t>(std::chrono::ceil<std::chrono::microseconds>(want).count(), 1);
+  timeval tv{static_cast<time_t>(us / 1'000'000), static_cast<suseconds_t>(us % 1'000'000)};
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+    // A read without a timeout could outlast the deadline.
+    return broken(error{errc::unavailable, "cannot bound a read's wait: " + system_text(errno)});
+  }
+  read_wait_ = std::chrono::microseconds{us};
+  return {};
 }
 
 }  // namespace sluice::transport

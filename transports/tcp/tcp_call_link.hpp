@@ -9,6 +9,10 @@
 // A resource type: not copyable; one thread uses it at a time, except
 // shutdown(), which any thread may call to wake and end that use.
 //
+// The socket blocks on reads, with a receive timeout: waiting for an
+// answer and taking it is one system call. Writes never block (the
+// deadline bounds them).
+//
 // Receive path: the 24-byte header is checked against the frame limits
 // (wire::parse_frame_header) before anything is allocated; the envelope
 // words go into their own aligned buffer, the payload into another. Small
@@ -82,6 +86,10 @@ class tcp_call_link {
   /// Reads what the socket has, waiting until `until` for the first byte.
   /// Returns false when nothing came by then.
   result<bool> fill(clock::time_point until);
+  /// Makes a blocking read wait at most about `left` (the socket's
+  /// receive timeout, changed only when it must be shorter, or when it
+  /// can go back to receive_slice).
+  result<void> limit_read_wait(clock::duration left);
   /// Waits for `events` on the socket until `until`; false on timeout.
   result<bool> wait_for(short events, clock::time_point until);
   error broken(error why);
@@ -89,6 +97,9 @@ class tcp_call_link {
   const int fd_;
   const wire::frame_limits limits_;
   bool usable_ = true;
+  /// The socket's receive timeout now (reads block: one system call waits
+  /// for an answer and takes it).
+  clock::duration read_wait_{};
 
   byte_buffer ahead_;
   std::size_t ahead_begin_ = 0;

@@ -258,6 +258,11 @@ bool tcp_transport::on_readable(const connection_ptr& c) {
       drop(c, *failure, true);
       return false;
     }
+    // A short read took what the socket had: another would only answer
+    // EAGAIN (a system call per request of a client that waits for each
+    // answer). The epoll is level-triggered: bytes that came meanwhile
+    // wake the next wait.
+    if (bytes < room.size() + staging_.size()) return true;
   }
   return true;
 }
