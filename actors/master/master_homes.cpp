@@ -174,7 +174,11 @@ void on_owner_commits(self_ptr self, const request_context& ctx, const wire::own
       continue;
     }
     st.journal->object_committed(e.key, *st.dir.find_any(e.key));
-    if (outcome.stale) tell_drop(self, *outcome.stale);
+    // The home dropped the version its commit replaced when it made the
+    // commit (one drop request per overwrite otherwise); any other stale
+    // version it is asked to drop.
+    bool dropped_there = outcome.stale && outcome.stale->holder == ctx.source && outcome.stale->version == e.replaced;
+    if (outcome.stale && !dropped_there) tell_drop(self, *outcome.stale);
     for (auto& s : outcome.stale_replicas) tell_drop(self, s);
   }
   if (any) {

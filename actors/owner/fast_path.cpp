@@ -149,7 +149,7 @@ std::optional<fast_index::put_outcome> fast_index::try_put(const std::string& ke
   // reader still holding its bytes keeps them alive.
   if (held != 0) store.drop(key, held);
   entries_[key] = entry{version, *bytes, time_point::max(), false};
-  reports_.push_back(report{next_seq_++, wire::owner_commit{key, version, value.size()}});
+  reports_.push_back(report{next_seq_++, wire::owner_commit{key, version, value.size(), held}});
   SLUICE_ASSERT(reports_.front().seq + reports_.size() == next_seq_);
   SLUICE_ASSERT(unsent_from_ < reports_.size());
   bool notify = !notified_ && reports_.size() - unsent_from_ >= reports_batch;

@@ -137,6 +137,7 @@ void write_member(s::Envelope::Body::Builder b, const owner_commits& x) {
     entries[i].setKey(as_data(x.entries[i].key));
     entries[i].setVersion(x.entries[i].version);
     entries[i].setSize(x.entries[i].size);
+    entries[i].setReplaced(x.entries[i].replaced);
   }
 }
 
@@ -237,7 +238,7 @@ result<body> read_directory(s::Envelope::Body::Reader b) {
       auto c = b.getOwnerCommits();
       owner_commits out;
       out.first_seq = c.getFirstSeq();
-      for (auto e : c.getEntries()) out.entries.push_back(owner_commit{from_data(e.getKey()), e.getVersion(), e.getSize()});
+      for (auto e : c.getEntries()) out.entries.push_back(owner_commit{from_data(e.getKey()), e.getVersion(), e.getSize(), e.getReplaced()});
       return body{std::move(out)};
     }
     case W::OWNER_COMMITS_REPLY: {

@@ -245,6 +245,9 @@ struct owner_commit {
   std::string key;
   std::uint64_t version = 0;
   std::uint64_t size = 0;
+  /// The version this one replaced in the owner's store, dropped there
+  /// already (the master need not ask for it); 0: none.
+  std::uint64_t replaced = 0;
   friend bool operator==(const owner_commit&, const owner_commit&) = default;
 };
 

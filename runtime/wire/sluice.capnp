@@ -309,6 +309,9 @@ struct OwnerCommit {
   key @0 :Data;
   version @1 :UInt64;
   size @2 :UInt64;
+  # The version of the key this commit replaced in the owner's store,
+  # which the owner dropped itself; 0: none.
+  replaced @3 :UInt64;
 }
 
 struct RegisterOwnerReply {

@@ -4,6 +4,9 @@
 
 #include "actors/owner/fast_path.hpp"
 
+#include <chrono>
+#include <string_view>
+
 namespace {
 
 using sluice::fast_index;
@@ -43,4 +46,25 @@ TEST_CASE("fast path: a link that claims many senders keeps its repeat table wit
   // The link going down frees its windows.
   index.forget_link(7);
   CHECK(index.first_time(7, bound + 1, 1) == arrival::first);
+}
+
+TEST_CASE("fast path: a put that replaces a version drops it and says so in its report") {
+  fast_index index;
+  sluice::memory_store store{1 << 20};
+  auto now = std::chrono::steady_clock::now();
+  index.set_lease(now + std::chrono::hours{1});
+  index.set_max_value_bytes(1 << 20);
+  index.grant({sluice::slot_of("k")}, 1, 100, 10);
+  auto first = index.try_put("k", sluice::shared_bytes::copy_of(std::string_view{"one"}), store, now);
+  auto second = index.try_put("k", sluice::shared_bytes::copy_of(std::string_view{"two"}), store, now);
+  REQUIRE(first);
+  REQUIRE(second);
+  CHECK(second->version > first->version);
+  // The version replaced is gone from the store: the master need not ask.
+  CHECK_FALSE(store.get("k", first->version).has_value());
+  CHECK(store.get("k", second->version).has_value());
+  auto reports = index.take_unsent(16);
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].commit.replaced == 0);
+  CHECK(reports[1].commit.replaced == first->version);
 }

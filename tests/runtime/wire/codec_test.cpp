@@ -91,7 +91,7 @@ auto fields(const inventory& x) { return std::tie(x.after, x.entries, x.final); 
 auto fields(const inventory_reply& x) { return std::tie(x.unknown); }
 auto fields(const claim& x) { return std::tie(x.slots, x.versions); }
 auto fields(const claim_reply& x) { return std::tie(x.granted, x.block_first, x.block_count, x.generation); }
-auto fields(const owner_commit& x) { return std::tie(x.key, x.version, x.size); }
+auto fields(const owner_commit& x) { return std::tie(x.key, x.version, x.size, x.replaced); }
 auto fields(const owner_commits& x) { return std::tie(x.first_seq, x.entries); }
 auto fields(const owner_commits_reply& x) { return std::tie(x.refused); }
 auto fields(const barrier&) { return std::tie(); }
@@ -408,7 +408,7 @@ std::vector<body> sample_bodies() {
       claim_reply{{}, 0, 0, 0},
       claim_reply{{5, 1023}, max - 4096, 4096, max},
       owner_commits{1, {}},
-      owner_commits{max, {{key_with_nul, 1, 0}, {key_not_utf8, max, max}}},
+      owner_commits{max, {{key_with_nul, 1, 0, 0}, {key_not_utf8, max, max, max - 1}}},
       owner_commits_reply{{}},
       owner_commits_reply{{{"y", 9}}},
       barrier{},
