@@ -8,6 +8,7 @@
 #include "sluice/dict.hpp"
 #include "runtime/config/load.hpp"
 #include "runtime/keys.hpp"
+#include "transports/tcp/tcp_address.hpp"
 
 namespace sluice {
 namespace {
@@ -77,11 +78,14 @@ std::vector<std::string> owner_addresses(const std::string& address, client_tran
   return {address};
 }
 
-/// The owner's TCP address among `addresses` ("host:port"), or empty.
+/// The owner's TCP address among `addresses`, resolved once here (the
+/// calling threads' own links never wait for the resolver), or empty.
 std::string tcp_address_of(const std::vector<std::string>& addresses) {
   for (const auto& a : addresses) {
-    if (a.starts_with("tcp://")) return a.substr(6);
-    if (a.find("://") == std::string::npos) return a;
+    auto plain = a.starts_with("tcp://") ? a.substr(6) : a;
+    if (plain.find("://") != std::string::npos) continue;
+    auto resolved = transport::resolve(plain);
+    return resolved ? transport::format_address(resolved->address) : std::string{};
   }
   return {};
 }
