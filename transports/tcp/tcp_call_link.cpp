@@ -1,7 +1,5 @@
 #include "transports/tcp/tcp_call_link.hpp"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,20 +9,17 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <limits>
-#include <new>
 #include <utility>
 
 #include "runtime/assert.hpp"
 #include "transports/tcp/tcp_address.hpp"
+#include "transports/tcp/tcp_connection.hpp"
 
 namespace sluice::transport {
 namespace {
 
-std::string system_text(int code) {
-  char buffer[128];
-  return ::strerror_r(code, buffer, sizeof buffer);  // GNU variant: returns the text
-}
+using tcp_detail::system_text;
+using tcp_detail::try_allocate;
 
 /// Longest a blocking read waits before it looks at the deadline again.
 constexpr std::chrono::milliseconds receive_slice{20};
@@ -35,14 +30,6 @@ constexpr std::chrono::milliseconds receive_slack{1};
 int poll_ms(tcp_call_link::clock::time_point until) {
   auto left = std::chrono::ceil<std::chrono::milliseconds>(until - tcp_call_link::clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(left, 0, 60'000));
-}
-
-std::optional<byte_buffer> try_allocate(std::size_t size) {
-  try {
-    return byte_buffer::allocate(size);
-  } catch (const std::bad_alloc&) {
-    return std::nullopt;
-  }
 }
 
 }  // namespace
@@ -56,9 +43,7 @@ result<std::unique_ptr<tcp_call_link>> tcp_call_link::open(std::string_view addr
   if (fd < 0) return fail(errc::unavailable, "no socket: " + system_text(errno));
   // Owned from here on: the link closes it.
   std::unique_ptr<tcp_call_link> link{new tcp_call_link{fd, limits}};
-  int one = 1;
-  // Frames are whole messages; Nagle would only add latency to them.
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  tcp_detail::set_no_delay(fd);
   if (::connect(fd, to->raw(), to->length) != 0) {
     if (errno != EINPROGRESS) return fail(errc::unavailable, "cannot connect to " + std::string{address} + ": " + system_text(errno));
     auto ready = link->wait_for(POLLOUT, deadline);
@@ -105,14 +90,7 @@ result<bool> tcp_call_link::wait_for(short events, clock::time_point until) {
 
 result<void> tcp_call_link::send(const wire::outbound_frame& frame, clock::time_point deadline) {
   if (!usable_) return fail(errc::unavailable, "the tcp link is closed");
-  constexpr auto any = std::numeric_limits<std::uint64_t>::max();
-  auto header = frame.head.size() >= wire::frame_header_bytes
-                    ? wire::parse_frame_header(frame.head.span().first<wire::frame_header_bytes>(), {any, any})
-                    : result<wire::frame_header>{error{errc::invalid_argument, "a frame head shorter than its header"}};
-  if (!header || frame.head.size() != wire::frame_header_bytes + header->envelope_bytes ||
-      frame.payload.size() != header->payload_bytes) {
-    return fail(errc::invalid_argument, "cannot send a frame that does not describe its own sizes");
-  }
+  if (auto bad = tcp_detail::check_frame(frame)) return *bad;
   std::size_t sent = 0;
   while (sent < frame.size()) {
     iovec parts[2];
