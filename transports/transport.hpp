@@ -201,6 +201,13 @@ struct relayed_frame {
 /// fast_path_fn, and must not block.
 using relay_fn = std::function<std::optional<relayed_frame>(link_id from, const wire::inbound_frame&)>;
 
+/// Sends a frame that a relay hook routed to a link of another of the
+/// node's transports (an RPC call from a client over TCP to a handler on
+/// shared memory, and its answer back): the node's network send. Called
+/// on a transport's thread; must not block (every send() writes what the
+/// kernel or the ring takes and queues the rest).
+using relay_onward_fn = std::function<result<void>(link_id to, wire::outbound_frame)>;
+
 /// Bounds shared by transports.
 struct transport_limits {
   wire::frame_limits frame;

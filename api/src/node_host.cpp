@@ -147,8 +147,15 @@ result<std::shared_ptr<object_store>> node_host::open_pool(const node_config& cf
   shm.fast_path = hooks.fast_path;
   shm.on_idle = hooks.on_idle;
   shm.relay = hooks.relay;
-  // Clients over TCP take the same fast path, on the tcp transport's thread.
+  // Answers to callers over TCP leave the poller through the network.
+  auto onward = [net = net_.get()](transport::link_id to, wire::outbound_frame frame) {
+    return net->send(to, std::move(frame));
+  };
+  shm.relay_onward = onward;
+  // Clients over TCP take the same fast path and relay, on the tcp
+  // transport's thread.
   tcp_->set_fast_path(shm.fast_path, shm.on_idle);
+  tcp_->set_relay(hooks.relay, onward);
   net_->add(shm_tag, std::make_unique<transport::shm_server>(shm_tag, *sink_, limits_, shm));
   // Values that arrive over TCP land in the pool, where they are kept.
   tcp_->set_payload_allocator(pool->payload_allocator());

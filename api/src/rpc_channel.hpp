@@ -2,9 +2,13 @@
 // thread of its own, for RPC: calls to the handlers this client serves
 // arrive on it and run on its thread; asynchronous calls this client makes
 // go out on it and their answers complete on its thread. Neither waits for
-// the client node's actors (design.md, "Hot path"): the thread reads its
-// ring itself, spinning for a while (configurable), then sleeping on the
-// ring's futex.
+// the client node's actors (design.md, "Hot path").
+//
+// Two kinds of link carry it: on the owner's host a pair of shm rings (the
+// thread reads its ring itself, spinning for a while, configurable, then
+// sleeping on the ring's futex); elsewhere a TCP connection of its own
+// (the thread blocks in recv; request() writes to the socket on the
+// caller's thread).
 //
 // To the owner it is one more link of the client (it greets with the
 // client's hello); when it closes — or the process dies — the owner fails
@@ -23,7 +27,6 @@
 #include "actors/client/request_table.hpp"
 #include "runtime/wire/messages.hpp"
 #include "transports/shm/client_link.hpp"
-#include "transports/shm/spin_policy.hpp"
 #include "transports/transport.hpp"
 
 namespace sluice {
@@ -53,6 +56,12 @@ class rpc_channel {
   static result<std::shared_ptr<rpc_channel>> open(const std::string& address, const wire::outbound_frame& hello,
                                                    std::shared_ptr<const transport::shm::segment_list> mapped,
                                                    hooks h, std::chrono::microseconds spin);
+  /// Opens a TCP connection of its own to the owner at `address` (a
+  /// numeric "host:port": never the resolver), sends `hello` and starts
+  /// the thread; gives up with timeout at `deadline`.
+  static result<std::shared_ptr<rpc_channel>> open_tcp(const std::string& address, const wire::outbound_frame& hello,
+                                                       clock::time_point deadline, hooks h,
+                                                       wire::frame_limits limits = {});
   /// Stops the thread and closes the link (the owner lets go of what it
   /// lent to this link). REQUIRES: not called on the channel's thread.
   ~rpc_channel();
@@ -68,27 +77,25 @@ class rpc_channel {
   result<void> send(const wire::outbound_frame& frame);
   /// False once the link broke.
   bool usable() const noexcept { return usable_.load(std::memory_order_acquire); }
-  /// How long the thread spins before it sleeps, from its next wait on.
-  void set_spin(std::chrono::microseconds spin) { spin_us_.store(spin.count(), std::memory_order_relaxed); }
+  /// How long the thread spins before it sleeps, from its next wait on
+  /// (shm; a TCP channel's thread blocks in recv).
+  void set_spin(std::chrono::microseconds spin);
   std::thread::id thread_id() const noexcept { return thread_.get_id(); }
 
+  /// What carries a channel (rpc_channel.cpp has the two kinds).
+  class link;
+
  private:
-  rpc_channel(std::shared_ptr<transport::shm::client_link> link, hooks h, std::chrono::microseconds spin);
+  rpc_channel(std::unique_ptr<link> l, hooks h);
   void run();
-  void yielding_spin(transport::shm::ring& responses);
   void dispatch(wire::message msg);
   void finish(std::uint64_t id, result<wire::message> outcome);
   void expire(clock::time_point now);
   clock::time_point next_wake(clock::time_point now);
   void fail_all(const error& why);
 
-  std::shared_ptr<transport::shm::client_link> link_;
+  std::unique_ptr<link> link_;
   hooks hooks_;
-  transport::transport_limits limits_;
-  std::atomic<std::int64_t> spin_us_;
-  /// How long the channel's thread spins now: up to spin_us_, as long as
-  /// spinning pays. The thread's own.
-  transport::shm::spin_policy spin_;
   std::atomic<bool> usable_{true};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closing_{false};  // the destructor runs

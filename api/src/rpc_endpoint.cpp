@@ -1,8 +1,9 @@
-// rpc_endpoint, the calling side (serving: rpc_endpoint_serve.cpp). On the
-// owner's host a synchronous call goes out on the calling thread's own
-// direct channel and its answer comes back there; asynchronous calls use
-// an rpc channel of their own (rpc_channel.hpp). Over TCP every call goes
-// through the client node.
+// rpc_endpoint, the calling side (serving: rpc_endpoint_serve.cpp). A
+// synchronous call goes out on the calling thread's own link (a direct
+// shm channel on the owner's host, else a TCP connection) and its answer
+// comes back there; asynchronous calls use an rpc channel of their own
+// (rpc_channel.hpp), over shared memory or TCP alike. An in-process
+// client's calls go through its node.
 #include <condition_variable>
 #include <future>
 #include <thread>
@@ -52,6 +53,18 @@ result<std::pair<wire::rpc_call, shared_bytes>> prepare(client::impl& c, const r
 result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::call_channel() {
   std::lock_guard guard{mutex};
   if (calls && calls->usable()) return calls;
+  if (!on_owners_host()) {
+    auto now = rpc_channel::clock::now();
+    if (now < calls_retry_at) return std::shared_ptr<rpc_channel>{};
+    auto opened = rpc_channel::open_tcp(self->tcp_address, client_hello(*self), now + calls_connect_timeout, {});
+    if (!opened) {
+      // Through the node meanwhile; the next try after a pause.
+      calls_retry_at = now + calls_retry_after;
+      return std::shared_ptr<rpc_channel>{};
+    }
+    calls = *opened;
+    return calls;
+  }
   // Asynchronous callers spin on their own core while they wait for
   // answers: the answer's reader should find it at once.
   auto opened = rpc_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(), {},
@@ -126,7 +139,8 @@ rpc_call_handle rpc_endpoint::call_async(const rpc_target& target, std::string_v
 void send_call(rpc_endpoint::impl& e, rpc_call_handle::state& state, wire::rpc_call call, shared_bytes payload,
                std::chrono::milliseconds timeout, std::function<void(result<wire::message>)> finish) {
   auto& c = *e.self;
-  auto channel = e.on_owners_host() ? e.call_channel() : result<std::shared_ptr<rpc_channel>>{nullptr};
+  auto channel = e.on_owners_host() || !c.tcp_address.empty() ? e.call_channel()
+                                                               : result<std::shared_ptr<rpc_channel>>{nullptr};
   if (!channel || !*channel) {
     // Through the client node: a cancel ends the call here only.
     through_node(c, wire::rpc{std::move(call)}, std::move(payload), timeout, std::move(finish));

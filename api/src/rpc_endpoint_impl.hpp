@@ -2,6 +2,7 @@
 // it: rpc_endpoint.cpp (calling) and rpc_endpoint_serve.cpp (serving).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -17,7 +18,13 @@ struct rpc_endpoint::impl {
   std::shared_ptr<serve_state> serving;
   /// Serves over the node's own link when there is no shared memory.
   std::shared_ptr<node_served> node;
+  /// Asynchronous calls go out on it (shm on the owner's host, else TCP).
   std::shared_ptr<rpc_channel> calls;
+  /// A TCP channel that could not be opened is tried again after
+  /// calls_retry_after; calls go through the node meanwhile.
+  std::chrono::steady_clock::time_point calls_retry_at{};
+  static constexpr std::chrono::milliseconds calls_connect_timeout{1000};
+  static constexpr std::chrono::milliseconds calls_retry_after{1000};
 
   // Serving again on a new link when the owner went away (keep()).
   std::mutex keeper_mutex;  // guards the two flags

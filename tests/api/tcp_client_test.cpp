@@ -1,15 +1,22 @@
 // Clients with no owner on their host: synchronous calls go on the
-// calling thread's own TCP link to the owner, not through the client node.
+// calling thread's own TCP link to the owner, and asynchronous RPC calls
+// on the client's own asynchronous channel, not through the client node.
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sluice/client.hpp"
 #include "sluice/node.hpp"
+#include "sluice/rpc.hpp"
 #include "tests/support/delay_proxy.hpp"
+#include "tests/support/rpc.hpp"
 
 namespace {
 
@@ -92,4 +99,75 @@ TEST_CASE("tcp client: a thread's link answers a late reply's successor correctl
   auto next = kv->get("b");
   REQUIRE(next.ok());
   CHECK(next->str() == "second");
+}
+
+TEST_CASE("tcp client: asynchronous RPC calls go on one connection of the client's own, answered on its thread") {
+  auto cluster = start_cluster();
+  auto server = sluice::test::shm_client(*cluster, "server");
+  REQUIRE(server->rpc().serve("echo", sluice::test::echo).ok());
+  sluice::test::delay_proxy proxy{0ms};
+  proxy.set_target(port_of(cluster->client_address()));
+  auto caller = tcp_client(proxy.address());
+  CHECK(proxy.accepted() == 1);  // the client node's link
+  constexpr int calls = 64;
+  std::vector<sluice::rpc_future> pending;
+  for (int i = 0; i < calls; ++i) {
+    pending.push_back(caller->rpc().call_async(sluice::rpc_target::any(), "echo",
+                                               sluice::test::text_args("call " + std::to_string(i))));
+  }
+  for (int i = 0; i < calls; ++i) {
+    REQUIRE(pending[static_cast<std::size_t>(i)].wait_for(5s));
+    auto r = pending[static_cast<std::size_t>(i)].get();
+    REQUIRE_MESSAGE(r.ok(), (r ? "" : r.error().to_string()));
+    CHECK(sluice::test::string_field(r->dict()) == "call " + std::to_string(i));
+  }
+  CHECK(proxy.accepted() == 2);  // one more: the asynchronous channel, for all of them
+  // From another thread too, on the same channel; a callback may call again.
+  std::promise<std::string> second;
+  std::thread other{[&] {
+    caller->rpc().call_async(
+        sluice::rpc_target::any(), "echo", sluice::test::text_args("first"),
+        [&](sluice::result<sluice::rpc_result> r) {
+          REQUIRE(r.ok());
+          caller->rpc().call_async(sluice::rpc_target::any(), "echo", sluice::test::text_args("again"),
+                                   [&](sluice::result<sluice::rpc_result> again) {
+                                     second.set_value(again ? sluice::test::string_field(again->dict()) : "failed");
+                                   });
+        });
+  }};
+  other.join();
+  auto answer = second.get_future();
+  REQUIRE(answer.wait_for(5s) == std::future_status::ready);
+  CHECK(answer.get() == "again");
+  CHECK(proxy.accepted() == 2);
+}
+
+TEST_CASE("tcp client: asynchronous calls in flight fail with unavailable at once when the path to the owner goes") {
+  auto cluster = start_cluster();
+  auto server = sluice::test::shm_client(*cluster, "server");
+  std::atomic<bool> took{false};
+  std::vector<sluice::rpc_promise> held;
+  std::mutex held_mutex;
+  REQUIRE(server->rpc()
+              .serve_async("hold",
+                           [&](sluice::rpc_request, sluice::rpc_promise p) {
+                             std::lock_guard guard{held_mutex};
+                             held.push_back(std::move(p));
+                             took = true;
+                           })
+              .ok());
+  auto proxy = std::make_unique<sluice::test::delay_proxy>(0ms);
+  proxy->set_target(port_of(cluster->client_address()));
+  auto caller = tcp_client(proxy->address());
+  auto pending = caller->rpc().call_async(sluice::rpc_target::any(), "hold", sluice::dict_builder{}, {.timeout = 60s});
+  auto give_up = std::chrono::steady_clock::now() + 10s;
+  while (!took && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(1ms);
+  REQUIRE(took);
+  auto start = std::chrono::steady_clock::now();
+  proxy.reset();  // every connection through it closes
+  REQUIRE(pending.wait_for(10s));
+  CHECK(pending.get().code() == sluice::errc::unavailable);
+  CHECK(std::chrono::steady_clock::now() - start < 5s);  // not at its 60 s deadline
+  std::lock_guard guard{held_mutex};
+  for (auto& p : held) p.reply(sluice::dict_builder{});
 }

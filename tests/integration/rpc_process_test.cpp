@@ -58,7 +58,10 @@ sluice::rpc_result call_until_ok(sluice::client& c, const rpc_target& t, std::st
 TEST_CASE("rpc: a handler process SIGKILLed mid-call fails the call with unavailable, not at its deadline") {
   auto node = start_node({"up", "--listen", "127.0.0.1:0", "--master-listen", "127.0.0.1:0"});
   auto server = start_server(node.address, "stuck", "hang");
-  auto caller = shm_client(node.address);
+  bool over_tcp = false;
+  SUBCASE("a caller on shared memory") {}
+  SUBCASE("a caller over TCP, its call relayed on the owner's tcp thread") { over_tcp = true; }
+  auto caller = over_tcp ? tcp_client(node.address) : shm_client(node.address);
   auto pending = caller->rpc().call_async(rpc_target::any(), "stuck", dict_builder{}, {.timeout = 60s});
   REQUIRE(server.proc->read_line(10s) == std::optional<std::string>{"took"});
   server.proc->signal(SIGKILL);

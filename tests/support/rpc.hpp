@@ -14,20 +14,32 @@
 
 namespace sluice::test {
 
-/// A client of the owner at `address` through shared memory (so that it
-/// can serve as well as call).
-inline std::unique_ptr<client> shm_client(const std::string& address, const std::string& name = "client") {
+/// A client of the owner at `address` over `transport`.
+inline std::unique_ptr<client> client_over(const std::string& address, client_transport transport,
+                                           const std::string& name) {
   client_options options;
-  options.transport = client_transport::shared_memory;
+  options.transport = transport;
   options.name = name;
   auto c = client::connect(address, options);
   REQUIRE_MESSAGE(c.ok(), (c ? "" : c.error().to_string()));
   return std::move(*c);
 }
 
+/// A client of the owner at `address` through shared memory (so that it
+/// can serve as well as call).
+inline std::unique_ptr<client> shm_client(const std::string& address, const std::string& name = "client") {
+  return client_over(address, client_transport::shared_memory, name);
+}
+
 /// A client of `cluster`'s owner through shared memory.
 inline std::unique_ptr<client> shm_client(const local_cluster& cluster, const std::string& name = "client") {
   return shm_client(cluster.client_address(), name);
+}
+
+/// A client of the owner at `address` over TCP, as a client on another
+/// host is.
+inline std::unique_ptr<client> tcp_client(const std::string& address, const std::string& name = "client") {
+  return client_over(address, client_transport::tcp, name);
 }
 
 /// A dict {"text": text}.

@@ -399,6 +399,15 @@ bool shm_server::relay(link_id from, const wire::inbound_frame& frame, bool& rel
   auto routed = options_.relay(from, frame);
   if (!routed) return false;
   if (routed->to == 0) return true;
+  if (link_tag(routed->to) != tag_) {
+    // A link of another transport (a caller over TCP): its send takes the
+    // frame or queues it for its own thread. A frame it refuses is lost
+    // like one to a link that is gone: its caller's deadline answers.
+    auto sent = options_.relay_onward ? options_.relay_onward(routed->to, std::move(routed->frame))
+                                      : result<void>{error{errc::unavailable, "no route to other transports"}};
+    if (!sent) log_->warn("shm link {:#x}: a frame relayed to link {:#x} was dropped: {}", from, routed->to, sent.error().to_string());
+    return true;
+  }
   auto to = find(routed->to);
   // A reader that is gone is reported down to the node, which answers
   // what was relayed to it.

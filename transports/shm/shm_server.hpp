@@ -77,6 +77,10 @@ struct shm_server_options {
   /// Passes frames between clients on the poller's thread when it can (an
   /// owner relaying RPC calls), tried before fast_path.
   relay_fn relay;
+  /// Where frames the relay routes to links of the node's other transports
+  /// go (an answer to a caller over TCP); unset, they are dropped, as for a
+  /// link that is gone.
+  relay_onward_fn relay_onward;
 };
 
 class shm_server final : public transport {

@@ -73,7 +73,7 @@ tcp_call_link::~tcp_call_link() { ::close(fd_); }
 void tcp_call_link::shutdown() noexcept { ::shutdown(fd_, SHUT_RDWR); }
 
 error tcp_call_link::broken(error why) {
-  usable_ = false;
+  usable_.store(false, std::memory_order_release);
   return why;
 }
 
@@ -89,7 +89,7 @@ result<bool> tcp_call_link::wait_for(short events, clock::time_point until) {
 }
 
 result<void> tcp_call_link::send(const wire::outbound_frame& frame, clock::time_point deadline) {
-  if (!usable_) return fail(errc::unavailable, "the tcp link is closed");
+  if (!usable()) return fail(errc::unavailable, "the tcp link is closed");
   if (auto bad = tcp_detail::check_frame(frame)) return *bad;
   std::size_t sent = 0;
   while (sent < frame.size()) {
@@ -126,7 +126,7 @@ result<void> tcp_call_link::send(const wire::outbound_frame& frame, clock::time_
 }
 
 result<wire::inbound_frame> tcp_call_link::receive(clock::time_point until) {
-  if (!usable_) return fail(errc::unavailable, "the tcp link is closed");
+  if (!usable()) return fail(errc::unavailable, "the tcp link is closed");
   while (true) {
     auto whole = absorb();
     if (!whole) return broken(std::move(whole).error());

@@ -6,8 +6,10 @@
 // owner's tcp transport answers plain gets and puts of it on its I/O
 // thread (its fast path), so a call costs one round trip and no actor.
 //
-// A resource type: not copyable; one thread uses it at a time, except
-// shutdown(), which any thread may call to wake and end that use.
+// A resource type: not copyable. One thread receives at a time and one
+// sends at a time (they may be two threads: an rpc channel's reader and
+// its callers, who take turns); shutdown() may come from any thread, to
+// wake and end both.
 //
 // The socket blocks on reads, with a receive timeout: waiting for an
 // answer and taking it is one system call. Writes never block (the
@@ -21,6 +23,7 @@
 // payload's buffer.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -68,7 +71,7 @@ class tcp_call_link {
 
   /// False once a send or receive failed for a reason other than a
   /// receive's timeout: the link must be opened again.
-  bool usable() const noexcept { return usable_; }
+  bool usable() const noexcept { return usable_.load(std::memory_order_acquire); }
 
   /// Ends the connection; a thread waiting in receive() or send() wakes
   /// and fails with unavailable. Any thread, any number of times.
@@ -96,7 +99,7 @@ class tcp_call_link {
 
   const int fd_;
   const wire::frame_limits limits_;
-  bool usable_ = true;
+  std::atomic<bool> usable_{true};
   /// The socket's receive timeout now (reads block: one system call waits
   /// for an answer and takes it).
   clock::duration read_wait_{};

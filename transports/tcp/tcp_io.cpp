@@ -46,6 +46,17 @@ void tcp_transport::end_fast_wakeup() {
   fast_took_ = false;
 }
 
+bool tcp_transport::pass_on(relayed_frame routed) {
+  if (routed.to == 0) return true;
+  if (link_tag(routed.to) == tag_) {
+    auto held = enqueue(routed.to, std::move(routed.frame), false);
+    if (!held) return false;
+    if (*held && (fast_replied_.empty() || fast_replied_.back() != routed.to)) fast_replied_.push_back(routed.to);
+    return true;
+  }
+  return fast_now_->onward && fast_now_->onward(routed.to, std::move(routed.frame));
+}
+
 int tcp_transport::wait_timeout_ms() const {
   if (connecting_.empty()) return -1;
   auto earliest = connecting_.front().first;
@@ -313,7 +324,8 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
   c.at = part::header;
   c.filled = 0;
   std::optional<wire::message> decoded;
-  if (!c.first_frame_in && fast_now_ && fast_now_->fast) {
+  bool hooked = fast_now_ && (fast_now_->fast || fast_now_->relay);
+  if (!c.first_frame_in && hooked) {
     // The hello: decoded here once, to learn whether the link is a client's.
     if (auto hello = wire::decode(std::move(frame)); hello) {
       c.fast_offered = offers_fast_path(*hello);
@@ -322,8 +334,12 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
       c.first_frame_in = true;
       return std::move(hello).error();
     }
-  } else if (c.fast_offered && fast_now_ && fast_now_->fast) {
-    if (auto taken = fast_now_->fast(c.id, frame, decoded)) {
+  } else if (c.fast_offered && hooked) {
+    if (fast_now_->relay) {
+      if (auto routed = fast_now_->relay(c.id, frame); routed && pass_on(std::move(*routed))) return std::nullopt;
+    }
+    auto taken = fast_now_->fast ? fast_now_->fast(c.id, frame, decoded) : std::nullopt;
+    if (taken) {
       fast_took_ = true;
       if (taken->reply) {
         auto held = enqueue(c.id, std::move(*taken->reply), false);

@@ -154,9 +154,19 @@ void tcp_transport::set_payload_allocator(payload_allocator allocate) {
 }
 
 void tcp_transport::set_fast_path(fast_path_fn fast, std::function<void()> idle) {
-  auto hooks = std::make_shared<const fast_hooks>(fast_hooks{std::move(fast), std::move(idle)});
   std::lock_guard guard{allocator_mutex_};
-  fast_hooks_ = std::move(hooks);
+  auto hooks = fast_hooks_ ? *fast_hooks_ : fast_hooks{};
+  hooks.fast = std::move(fast);
+  hooks.idle = std::move(idle);
+  fast_hooks_ = std::make_shared<const fast_hooks>(std::move(hooks));
+}
+
+void tcp_transport::set_relay(relay_fn relay, relay_onward_fn onward) {
+  std::lock_guard guard{allocator_mutex_};
+  auto hooks = fast_hooks_ ? *fast_hooks_ : fast_hooks{};
+  hooks.relay = std::move(relay);
+  hooks.onward = std::move(onward);
+  fast_hooks_ = std::make_shared<const fast_hooks>(std::move(hooks));
 }
 
 void tcp_transport::fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure) {

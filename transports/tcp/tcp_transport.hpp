@@ -117,6 +117,14 @@ class tcp_transport final : public transport {
   /// runs after a wake-up in which `fast` took a frame. Thread-safe; set it
   /// before links open (frames already read are not offered again).
   void set_fast_path(fast_path_fn fast, std::function<void()> idle);
+  /// Passes frames of client links on the I/O thread when `relay` can (an
+  /// owner relaying RPC calls from its clients over TCP to handlers on
+  /// shared memory, as its poller does between clients on shared memory),
+  /// tried before the fast path. A frame routed to a link of this
+  /// transport is queued on it; one routed elsewhere goes to `onward`;
+  /// one that either refuses goes to the sink as if no relay had seen it.
+  /// Thread-safe; set it before links open.
+  void set_relay(relay_fn relay, relay_onward_fn onward);
 
   /// The I/O thread closes the link and reports on_link_down(aborted,
   /// "closed locally") unless the link is down already.
@@ -166,6 +174,9 @@ class tcp_transport final : public transport {
   /// Sends the fast path's replies of this wake-up and tells it the
   /// wake-up ended (I/O thread).
   void end_fast_wakeup();
+  /// Sends what the relay routed; false when the link it names refused
+  /// it (I/O thread).
+  bool pass_on(relayed_frame routed);
   /// Marks the link broken after a failed write and lets the I/O thread
   /// report it. REQUIRES: `guard` holds c->send_mutex.
   void fail_locked(std::unique_lock<std::mutex> guard, const connection_ptr& c, const error& failure);
@@ -209,6 +220,8 @@ class tcp_transport final : public transport {
   struct fast_hooks {
     fast_path_fn fast;
     std::function<void()> idle;
+    relay_fn relay;
+    relay_onward_fn onward;
   };
   std::shared_ptr<const fast_hooks> fast_hooks_;  // guarded by allocator_mutex_
   // I/O thread only: the hooks of this wake-up, the links with fast
