@@ -1,9 +1,11 @@
 #include "sim/checker.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "runtime/assert.hpp"
 #include "runtime/rng.hpp"
 #include "sim/trace.hpp"
 
@@ -68,7 +70,9 @@ result<put_id> parse_value(const std::string& key, std::span<const std::byte> by
 }
 
 void checker::put_started(const std::string& key, put_id id, sim_time at, sim_duration ttl, std::uint32_t copies) {
-  keys_[key].puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt, ttl, copies};
+  auto& h = keys_[key];
+  h.puts[id] = put_record{at, at, outcome::pending, 0, std::nullopt, ttl, copies};
+  if (ttl > sim_duration::zero() && (!h.earliest_expiry || at + ttl < *h.earliest_expiry)) h.earliest_expiry = at + ttl;
 }
 
 void checker::put_ended(const std::string& key, put_id id, sim_time at, const result<std::uint64_t>& r) {
@@ -89,16 +93,25 @@ void checker::put_ended(const std::string& key, put_id id, sim_time at, const re
   }
   // Two acknowledged puts of one key never share a version (within one
   // life of the master, which numbers versions).
-  for (auto& [other_id, other] : h.puts) {
-    if (other_id == id || other.state != outcome::acked || other.version != p.version) continue;
+  auto [same, same_end] = h.acked_by_version.equal_range(p.version);
+  for (auto it = same; it != same_end; ++it) {
+    auto& other_id = it->second;
+    auto& other = h.puts.at(other_id);
+    if (other_id == id) continue;
     if (crash_between(master_crashes_, std::min(other.start, p.start), at)) continue;
     violation(fmt::format("puts {}/{} and {}/{} of '{}' were both acknowledged as version {}", id.client,
                           id.seq, other_id.client, other_id.seq, show(key), p.version));
   }
+  h.acked_by_version.emplace(p.version, id);
+  auto where = std::upper_bound(h.acked_by_end.begin(), h.acked_by_end.end(), at,
+                                [](sim_time t, const auto& e) { return t < e.first; });
+  h.acked_by_end.insert(where, {at, id});
 }
 
 std::size_t checker::remove_started(const std::string& key, sim_time at) {
-  auto& removes = keys_[key].removes;
+  auto& h = keys_[key];
+  auto& removes = h.removes;
+  if (!removes.empty() && at < removes.back().start) h.removes_in_order = false;
   removes.push_back(remove_record{at, at, outcome::pending});
   return removes.size() - 1;
 }
@@ -217,13 +230,26 @@ void checker::check_found(const std::string& key, history& h, sim_time start, si
   if (p.state == outcome::acked && p.ttl > sim_duration::zero() && start > p.end + p.ttl) {
     violation(fmt::format("{}, but its time to live ran out by {}", where, format_time(p.end + p.ttl)));
   }
-  for (auto& rm : h.removes) {
-    if (rm.state == outcome::acked && rm.end < start && p.state == outcome::acked && p.end < rm.start) {
-      violation(fmt::format("{}, which a remove acknowledged at {} had deleted", where, format_time(rm.end)));
+  if (p.state == outcome::acked) {
+    // Removes that began after the put ended and ended before the read
+    // began: those began in between.
+    auto rm = h.removes.begin();
+    if (h.removes_in_order) {
+      rm = std::upper_bound(h.removes.begin(), h.removes.end(), p.end,
+                            [](sim_time t, const remove_record& r) { return t < r.start; });
+    }
+    for (; rm != h.removes.end() && (!h.removes_in_order || rm->start < start); ++rm) {
+      if (rm->state == outcome::acked && rm->end < start && p.end < rm->start) {
+        violation(fmt::format("{}, which a remove acknowledged at {} had deleted", where, format_time(rm->end)));
+      }
     }
   }
-  for (auto& [other_id, other] : h.puts) {
-    if (other.state != outcome::acked || other.end >= start || other.version <= version) continue;
+  // Newer versions, newest first: one acknowledged before the read began
+  // makes it stale.
+  for (auto it = h.acked_by_version.rbegin(); it != h.acked_by_version.rend() && it->first > version; ++it) {
+    auto& other_id = it->second;
+    auto& other = h.puts.at(other_id);
+    if (other.end >= start) continue;
     if (crash_between(master_crashes_, other.start, end)) continue;
     violation(fmt::format("{}: a stale read, version {} (put {}/{}) was acknowledged at {}", where,
                           other.version, other_id.client, other_id.seq, format_time(other.end)));
@@ -235,16 +261,33 @@ void checker::check_absent(const std::string& key, const history& h, sim_time st
                            const char* what) {
   // Any put with a time to live that began early enough may have become
   // the key's version and expired since, taking the key with it.
-  for (auto& [id, q] : h.puts) {
-    if (q.ttl > sim_duration::zero() && q.start + q.ttl <= end) return;
+  if (h.earliest_expiry && *h.earliest_expiry <= end) return;
+  // A remove explains the absence only if it may have taken effect after
+  // the put: it began before the read ended and did not end before the put
+  // began (one that failed, or has not ended, may still take effect
+  // later). So one not acknowledged explains every put, and acknowledged
+  // ones explain the puts that began before the last of them ended.
+  std::optional<sim_time> removed_until;
+  for (auto& rm : h.removes) {
+    if (rm.start >= end) {
+      if (h.removes_in_order) break;
+      continue;
+    }
+    if (rm.state != outcome::acked) return;
+    if (!removed_until || rm.end > *removed_until) removed_until = rm.end;
   }
-  for (auto& [id, p] : h.puts) {
-    if (p.state != outcome::acked || p.end >= start) continue;
-    // A remove explains the absence only if it may have taken effect after
-    // the put: it did not end before the put began (one that failed may
-    // still take effect later).
-    bool removed = false;
-    for (auto& rm : h.removes) removed |= rm.start < end && (rm.state != outcome::acked || rm.end > p.start);
+  // The puts acknowledged before the read began (and ended, so began,
+  // after the last remove that explains them).
+  auto first = h.acked_by_end.begin();
+  if (removed_until) {
+    first = std::lower_bound(h.acked_by_end.begin(), h.acked_by_end.end(), *removed_until,
+                             [](const auto& e, sim_time t) { return e.first < t; });
+  }
+  for (auto it = first; it != h.acked_by_end.end() && it->first < start; ++it) {
+    auto& id = it->second;
+    auto& p = h.puts.at(id);
+    SLUICE_ASSERT(p.state == outcome::acked && p.end == it->first);
+    bool removed = removed_until && p.start < *removed_until;
     if (removed || may_be_lost(key, h, p, end)) continue;
     if (auto f = forgotten_.find(key); f != forgotten_.end() && crash_between(f->second, p.start, end)) continue;
     violation(fmt::format("{} for '{}' at {}, but put {}/{} was acknowledged at {} with {} and nothing "

@@ -118,6 +118,18 @@ class checker {
   struct history {
     std::map<put_id, put_record> puts;
     std::vector<remove_record> removes;
+    // Indexes over the records above, so that a read is judged by looking
+    // at the records that can matter to it rather than at every record of
+    // the key (a long run makes thousands per key):
+    /// Acknowledged puts by the version they were acknowledged with.
+    std::multimap<std::uint64_t, put_id> acked_by_version;
+    /// Acknowledged puts by when they ended.
+    std::vector<std::pair<sim_time, put_id>> acked_by_end;
+    /// The earliest time a put with a time to live may have expired by.
+    std::optional<sim_time> earliest_expiry;
+    /// removes are in the order they began (they are recorded as they
+    /// begin, at the simulation's time), so searches may bisect them.
+    bool removes_in_order = true;
   };
 
   bool crash_between(const std::vector<sim_time>& crashes, sim_time from, sim_time to) const;

@@ -315,7 +315,7 @@ run_report run_seed(const run_options& options) {
     cfg.on_copy_evicted = [&check](const std::string& key, sim_time at) { check.copy_evicted(key, at); };
   }
   world w{cfg};
-  kv_workload work{w, check};
+  kv_workload work{w, check, workload_options{.think = options.think}};
   std::optional<rpc_workload> rpc;
   if (options.rpc) rpc.emplace(w, check, rpc_workload_options{.stream_repeats_item = options.rpc_stream_repeats_item});
   std::optional<mq_workload> mq;
@@ -387,6 +387,9 @@ std::string replay_command(const run_options& o) {
     auto after_ms = std::chrono::duration_cast<std::chrono::milliseconds>(o.repair_after).count();
     rpc += after_ms % 1000 == 0 ? fmt::format(" --repair-after {}s", after_ms / 1000)
                                 : fmt::format(" --repair-after {}ms", after_ms);
+  }
+  if (o.think != workload_options{}.think) {
+    rpc += fmt::format(" --think {}us", std::chrono::duration_cast<std::chrono::microseconds>(o.think).count());
   }
   // Swarm draws the cluster's shape from the seed: no shape flags then.
   if (o.faults == fault_level::swarm) {

@@ -11,6 +11,7 @@
 #include "sim/checker.hpp"
 #include "sim/fault_plan.hpp"
 #include "sim/trace.hpp"
+#include "sim/workload.hpp"
 #include "sim/world.hpp"
 
 namespace sluice::sim {
@@ -61,6 +62,9 @@ struct run_options {
   bool no_repair = false;
   /// The master's [master] repair_after (world_config::repair_after).
   std::chrono::microseconds repair_after{2'000'000};
+  /// Mean pause between two KV operations of one client
+  /// (workload_options::think): shorter pauses, a denser workload.
+  sim_duration think = workload_options{}.think;
 };
 
 struct run_report {

@@ -28,6 +28,7 @@ struct sim_flags {
   std::string faults = "heavy";
   std::string capacity;  // each owner's pool: "" = 256 MiB
   std::string repair_after = "2s";
+  std::string think = "50ms";  // mean pause between two KV operations of a client
   bool check_determinism = false;
   bool verbose = false;
   bool trace = false;
@@ -95,6 +96,7 @@ sim::run_options options_for(const sim_flags& f, sim::sim_duration duration, sim
   o.mq = f.mq;
   if (auto size = parse_size(f.capacity); !f.capacity.empty() && size) o.owner_capacity = *size;
   if (auto after = parse_duration(f.repair_after)) o.repair_after = *after;
+  if (auto think = parse_duration(f.think)) o.think = *think;
   return o;
 }
 
@@ -291,6 +293,15 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check([](const std::string& text) {
         return parse_duration(text) ? std::string{} : std::string{"a duration, e.g. 2s or 1h"};
+      });
+  cmd->add_option("--think", f->think,
+                  "Mean pause between two KV operations of one client: shorter, a denser workload (100us to 10s)")
+      ->capture_default_str()
+      ->check([](const std::string& text) {
+        auto d = parse_duration(text);
+        return d && *d >= std::chrono::microseconds{100} && *d <= std::chrono::seconds{10}
+                   ? std::string{}
+                   : std::string{"a duration from 100us to 10s, e.g. 5ms"};
       });
   cmd->add_flag("--check-determinism", f->check_determinism, "Run each seed twice and compare the traces");
   cmd->add_flag("--rpc", f->rpc, "Clients also serve names and call each other, every call judged");

@@ -114,3 +114,25 @@ TEST_CASE("launcher: a long sim sweep stops on SIGTERM or SIGINT with the summar
     CHECK(contains(out, "figure sim_speedup"));
   }
 }
+
+TEST_CASE("launcher: sim --think sets how dense the workload is, and a pause out of range is refused") {
+  auto operations = [](const std::string& think) {
+    auto r = sluice::test::run(sluice_bin, {"sim", "--seed", "3", "--owners", "2", "--clients", "2", "--duration",
+                                            "3s", "--faults", "none", "--think", think});
+    REQUIRE_MESSAGE(r.exit_code == 0, (r.out + r.err));
+    // "seed 3: passed, ... 2 clients, N operations (...)"
+    auto at = r.out.find(" operations");
+    REQUIRE(at != std::string::npos);
+    auto from = r.out.rfind(' ', at - 1) + 1;
+    return std::stoull(r.out.substr(from, at - from));
+  };
+  auto sparse = operations("50ms");
+  auto dense = operations("5ms");
+  CHECK(sparse > 0);
+  CHECK(dense > 5 * sparse);
+  for (auto bad : {"10us", "1m", "fast"}) {
+    auto r = sluice::test::run(sluice_bin, {"sim", "--think", bad});
+    CHECK_MESSAGE(r.exit_code == 2, bad);
+    CHECK(contains(r.err, "--think"));
+  }
+}
