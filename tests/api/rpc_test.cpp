@@ -45,7 +45,7 @@ TEST_CASE("rpc: a served handler echoes what another client sends it, and sees w
   }
 }
 
-TEST_CASE("rpc: a client over TCP calls a handler and serves one, through its node's own link") {
+TEST_CASE("rpc: a client over TCP calls a handler and serves one, large results and arguments included") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");
   REQUIRE(server->rpc().serve("echo", echo).ok());
@@ -55,6 +55,27 @@ TEST_CASE("rpc: a client over TCP calls a handler and serves one, through its no
   auto r = remote->rpc().call(rpc_target::any(), "echo", text_args("over tcp"));
   REQUIRE_MESSAGE(r.ok(), (r ? "" : r.error().to_string()));
   CHECK(string_field(r->dict()) == "over tcp");
+  // A small call answered with a large result: the owner relays the call,
+  // and the answer leaves the handler's pool for the caller's socket.
+  auto answer = std::string(1 << 20, 'r');
+  REQUIRE(server->rpc()
+              .serve("large",
+                     [&answer](const rpc_request&) -> result<dict_builder> {
+                       dict_builder out;
+                       if (auto ok = out.add_string("text", answer); !ok) return ok.error();
+                       return out;
+                     })
+              .ok());
+  for (int i = 0; i < 3; ++i) {
+    auto got = remote->rpc().call(rpc_target::any(), "large", text_args("x"));
+    REQUIRE_MESSAGE(got.ok(), (got ? "" : got.error().to_string()));
+    CHECK(string_field(got->dict()) == answer);
+    auto later = remote->rpc().call_async(rpc_target::any(), "large", text_args("y"));
+    REQUIRE(later.wait_for(5s));
+    auto got_later = later.get();
+    REQUIRE(got_later.ok());
+    CHECK(string_field(got_later->dict()) == answer);
+  }
 
   std::string seen_caller;
   REQUIRE(remote->rpc()
