@@ -156,7 +156,6 @@ class tcp_link final : public rpc_channel::link {
 
   result<void> send(const wire::outbound_frame& frame, rpc_channel::clock::time_point deadline) override {
     std::lock_guard guard{send_mutex_};
-    if (closed_) return fail(errc::unavailable, "the rpc link to the owner is closed");
     return link_->send(frame, deadline);
   }
 
@@ -181,20 +180,14 @@ class tcp_link final : public rpc_channel::link {
     return n;
   }
 
-  void close() override {
-    {
-      std::lock_guard guard{send_mutex_};
-      closed_ = true;
-    }
-    link_->shutdown();  // the owner sees the close; a read wakes and fails
-  }
+  // The owner sees the close; a read wakes and a send fails, unavailable.
+  void close() override { link_->shutdown(); }
 
   void shut() override { link_->shutdown(); }
 
  private:
   std::unique_ptr<transport::tcp_call_link> link_;
-  std::mutex send_mutex_;
-  bool closed_ = false;  // guarded by send_mutex_
+  std::mutex send_mutex_;  // senders take turns
   std::optional<error> down_;  // the reader's
 };
 

@@ -46,14 +46,16 @@ void tcp_transport::end_fast_wakeup() {
   fast_took_ = false;
 }
 
+bool tcp_transport::queue_for_wakeup_end(link_id link, wire::outbound_frame frame) {
+  auto held = enqueue(link, std::move(frame), false);
+  if (!held) return false;
+  if (*held && (fast_replied_.empty() || fast_replied_.back() != link)) fast_replied_.push_back(link);
+  return true;
+}
+
 bool tcp_transport::pass_on(relayed_frame routed) {
   if (routed.to == 0) return true;
-  if (link_tag(routed.to) == tag_) {
-    auto held = enqueue(routed.to, std::move(routed.frame), false);
-    if (!held) return false;
-    if (*held && (fast_replied_.empty() || fast_replied_.back() != routed.to)) fast_replied_.push_back(routed.to);
-    return true;
-  }
+  if (link_tag(routed.to) == tag_) return queue_for_wakeup_end(routed.to, std::move(routed.frame));
   return fast_now_->onward && fast_now_->onward(routed.to, std::move(routed.frame));
 }
 
@@ -341,10 +343,7 @@ std::optional<error> tcp_transport::complete_part(connection& c) {
     auto taken = fast_now_->fast ? fast_now_->fast(c.id, frame, decoded) : std::nullopt;
     if (taken) {
       fast_took_ = true;
-      if (taken->reply) {
-        auto held = enqueue(c.id, std::move(*taken->reply), false);
-        if (held && *held && (fast_replied_.empty() || fast_replied_.back() != c.id)) fast_replied_.push_back(c.id);
-      }
+      if (taken->reply) (void)queue_for_wakeup_end(c.id, std::move(*taken->reply));
       return std::nullopt;
     }
   }

@@ -174,6 +174,9 @@ class tcp_transport final : public transport {
   /// Sends the fast path's replies of this wake-up and tells it the
   /// wake-up ended (I/O thread).
   void end_fast_wakeup();
+  /// Queues `frame` on `link`, sent when the wake-up ends (with the
+  /// link's other replies); false when the link refused it (I/O thread).
+  bool queue_for_wakeup_end(link_id link, wire::outbound_frame frame);
   /// Sends what the relay routed; false when the link it names refused
   /// it (I/O thread).
   bool pass_on(relayed_frame routed);
