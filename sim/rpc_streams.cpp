@@ -1,5 +1,5 @@
 // Streams in the RPC workload: both ends drive the client core's state
-// machines (actors/client/stream_server.hpp, stream_caller.hpp) as the
+// machines (actors/client/serve_table.hpp, stream_caller.hpp) as the
 // client library does, over the real client, owner and master actors —
 // an opening call, a watch kept open for the stream's life, one pull per
 // item as credit, a cancel — with items that are real dicts (the FlatDict

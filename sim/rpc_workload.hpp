@@ -42,7 +42,6 @@
 
 #include "actors/client/serve_table.hpp"
 #include "actors/client/stream_caller.hpp"
-#include "actors/client/stream_server.hpp"
 #include "sim/checker.hpp"
 #include "sim/world.hpp"
 

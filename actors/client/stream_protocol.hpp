@@ -1,9 +1,10 @@
 // What both ends of a stream of RPC results agree on (docs/rpc.md,
 // "Streams"; docs/wire-format.md, 6.2): the fields its calls carry, the
 // bound on its window, and the clock its deadline is on. The state
-// machines are stream_server.hpp (the serving end) and stream_caller.hpp
-// (the calling end); the client library (api/src/rpc_stream_*.cpp) and
-// the simulator (sim/rpc_streams.cpp) both drive them.
+// machines are stream_server (the serving end, in serve_table.hpp) and
+// stream_caller.hpp (the calling end); the client library (api/src/rpc_endpoint.cpp and
+// rpc_serve_calls.cpp) and the simulator (sim/rpc_streams.cpp) both drive
+// them.
 //
 // A stream is a convention over ordinary calls to its name:
 //  - the opening call carries the caller's arguments plus `window`, and is

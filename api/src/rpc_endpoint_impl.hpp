@@ -19,7 +19,7 @@ struct rpc_endpoint::impl {
   /// Serves over the node's own link when there is no shared memory.
   std::shared_ptr<node_served> node;
   /// Asynchronous calls go out on it (shm on the owner's host, else TCP).
-  std::shared_ptr<rpc_channel> calls;
+  std::shared_ptr<call_channel> calls;
   /// A TCP channel that could not be opened is tried again after
   /// calls_retry_after; calls go through the node meanwhile.
   std::chrono::steady_clock::time_point calls_retry_at{};
@@ -41,7 +41,7 @@ struct rpc_endpoint::impl {
     }
     keeper_wake.notify_one();
     if (keeper.joinable()) keeper.join();
-    std::shared_ptr<rpc_channel> closing;
+    std::shared_ptr<call_channel> closing;
     if (serving) {
       std::lock_guard guard{serving->mutex};
       closing = std::move(serving->channel);
@@ -56,14 +56,14 @@ struct rpc_endpoint::impl {
   }
 
   bool on_owners_host() const { return !self->shm_address.empty() && self->host->shm() != nullptr; }
-  result<std::shared_ptr<rpc_channel>> serve_channel();
-  result<std::shared_ptr<rpc_channel>> call_channel();
+  result<std::shared_ptr<call_channel>> serve_channel();
+  result<std::shared_ptr<call_channel>> calls_channel();
   /// Sends a serve or unserve to the owner on the link the calls come on:
   /// `on`, or (null) the node's own link.
-  result<void> tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on);
+  result<void> tell_owner(wire::body request, const std::shared_ptr<call_channel>& on);
   /// The link calls come on: a serving channel on the owner's host, else
   /// the node's own link (null).
-  result<std::shared_ptr<rpc_channel>> calls_link();
+  result<std::shared_ptr<call_channel>> calls_link();
   result<void> serve_name(std::string_view name, served_handler handler, served_kind kind, served_limits limits);
 
   /// The link the handlers were served on broke.

@@ -1,6 +1,8 @@
 // rpc_endpoint, the serving side: the link calls come on (a serving
-// channel on the owner's host, else the node's own link), serve and
-// unserve, and serving again when that link breaks.
+// channel on the owner's host, else the node's own link, whose calls
+// node_served runs on a thread of its own), serve and unserve, and
+// serving again when that link breaks. What a call does once it arrives:
+// rpc_serve_calls.cpp.
 #include "api/src/calls.hpp"
 #include "api/src/rpc_endpoint_impl.hpp"
 #include "runtime/log.hpp"
@@ -59,30 +61,29 @@ void rpc_endpoint::impl::keep() {
   }
 }
 
-result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::serve_channel() {
+result<std::shared_ptr<call_channel>> rpc_endpoint::impl::serve_channel() {
   std::lock_guard guard{mutex};
   if (!serving) {
     serving = std::make_shared<serve_state>(self);
   }
-  std::shared_ptr<rpc_channel> broken;  // closed once the lock is let go
+  std::shared_ptr<call_channel> broken;  // closed once the lock is let go
   std::lock_guard serving_guard{serving->mutex};
   if (serving->channel && serving->channel->usable()) return serving->channel;
   broken = std::move(serving->channel);
   // A raw pointer: the channel's thread is joined before serve_state goes.
   auto* state = serving.get();
-  rpc_channel::hooks hooks{
-      [state](wire::message msg) { state->on_call(state->shared_from_this(), std::move(msg)); },
-      [state](std::uint64_t id) { state->on_cancel(id); },
+  call_channel::hooks hooks{
+      [state](wire::message msg) { state->on_frame(state->shared_from_this(), std::move(msg)); },
       [this] { lost(); },
-      [state](rpc_channel::clock::time_point now) { state->expire_streams(now); },
+      [state](call_channel::clock::time_point now) { state->expire_streams(now); },
   };
-  auto opened = rpc_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(),
+  auto opened = call_channel::open(self->shm_address, client_hello(*self), self->host->shm()->segments(),
                                   std::move(hooks), std::chrono::microseconds{0});
   if (!opened) return opened.error();
   serving->channel = *opened;
   return serving->channel;
 }
-result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
+result<std::shared_ptr<call_channel>> rpc_endpoint::impl::calls_link() {
   if (on_owners_host()) return serve_channel();
   std::lock_guard guard{mutex};
   if (!serving) {
@@ -93,10 +94,10 @@ result<std::shared_ptr<rpc_channel>> rpc_endpoint::impl::calls_link() {
     node->on_down = [this] { lost(); };
     self->host->served()->set(node);
   }
-  return std::shared_ptr<rpc_channel>{};
+  return std::shared_ptr<call_channel>{};
 }
 
-result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::shared_ptr<rpc_channel>& on) {
+result<void> rpc_endpoint::impl::tell_owner(wire::body request, const std::shared_ptr<call_channel>& on) {
   if (!on) {
     // On the node's own link, never a thread's: the owner sends the calls
     // of what a link serves on that link, and the node's is the one read.
@@ -183,7 +184,7 @@ result<void> rpc_endpoint::impl::serve_name(std::string_view name, served_handle
 
 result<void> rpc_endpoint::unserve(std::string_view name) {
   if (auto ok = check_rpc_name(name); !ok) return ok.error();
-  std::shared_ptr<rpc_channel> channel;
+  std::shared_ptr<call_channel> channel;
   bool served = false;
   {
     std::lock_guard guard{impl_->mutex};
@@ -195,6 +196,67 @@ result<void> rpc_endpoint::unserve(std::string_view name) {
   }
   if (!served) return fail(errc::not_found, "this client does not serve '" + std::string{name} + "'");
   return impl_->tell_owner(wire::rpc{wire::rpc_unserve{std::string{name}}}, channel);
+}
+
+// --- calls on the node's own link -----------------------------------------------------
+
+/// Calls waiting for the serving thread at most; more are answered
+/// `overloaded` at once (the client actor must never block on them).
+constexpr std::size_t node_served_queue_max = 65536;
+/// How often the serving thread looks for streams past their deadline
+/// while no call comes: how late such a stream ends at most.
+constexpr std::chrono::milliseconds stream_look_every{10};
+
+node_served::node_served(std::shared_ptr<serve_state> state) : state_(std::move(state)), thread_([this] { run(); }) {}
+
+node_served::~node_served() { stop(); }
+
+void node_served::stop() {
+  {
+    std::lock_guard guard{mutex_};
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  for (auto& [call, answer] : queue_) {
+    answer(wire::error_reply{errc::unavailable, "the serving client is closing"}, {});
+  }
+  queue_.clear();
+}
+
+void node_served::on_call(wire::message call, answer_fn answer) {
+  {
+    std::lock_guard guard{mutex_};
+    if (!stopping_ && queue_.size() < node_served_queue_max) {
+      queue_.emplace_back(std::move(call), std::move(answer));
+      wake_.notify_one();
+      return;
+    }
+  }
+  answer(wire::error_reply{errc::overloaded, "this client has " + std::to_string(node_served_queue_max) +
+                                                 " calls waiting for its handlers already"},
+         {});
+}
+
+void node_served::on_cancel(std::uint64_t id) { state_->on_cancel(id); }
+
+void node_served::run() {
+  while (true) {
+    std::pair<wire::message, answer_fn> next;
+    {
+      std::unique_lock lock{mutex_};
+      // Wakes now and then with nothing to do: streams come due.
+      wake_.wait_for(lock, stream_look_every, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      if (!queue_.empty()) {
+        next = std::move(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    if (next.second) state_->on_call(state_, std::move(next.first), std::move(next.second));
+    state_->expire_streams(stream_clock::now());
+  }
 }
 
 }  // namespace sluice

@@ -19,7 +19,7 @@
 #include "actors/client/serve_table.hpp"
 #include "actors/client/stream_protocol.hpp"
 #include "api/src/client_impl.hpp"
-#include "api/src/rpc_channel.hpp"
+#include "api/src/call_channel.hpp"
 #include "sluice/rpc.hpp"
 
 namespace sluice {
@@ -122,12 +122,15 @@ struct serve_state : std::enable_shared_from_this<serve_state> {
   std::mutex mutex;            // guards the members below
   serve_core table;
   /// Null once the endpoint closed.
-  std::shared_ptr<rpc_channel> channel;
+  std::shared_ptr<call_channel> channel;
   /// The table's next_stream_deadline() in steady-clock ticks (max: none),
   /// kept beside it so that the serving thread's look at every turn takes
   /// no lock. Written under `mutex`.
   std::atomic<stream_time::rep> next_stream_due{std::numeric_limits<stream_time::rep>::max()};
 
+  /// A frame the serving channel's thread read that answers nothing: a
+  /// call (to on_call) or a cancel (to on_cancel); anything else is dropped.
+  void on_frame(const std::shared_ptr<serve_state>& self, wire::message msg);
   /// Runs the call's handler (on the channel's thread, or on the thread
   /// of a node_served). `answer`: how the answer goes back; empty: on
   /// `channel`.
@@ -143,7 +146,7 @@ struct serve_state : std::enable_shared_from_this<serve_state> {
                           std::memory_order_relaxed);
   }
   /// A call to a name served by serve_stream(): its opening call or one of
-  /// its control calls (rpc_stream_serve.cpp).
+  /// its control calls (rpc_serve_calls.cpp).
   void on_stream_call(const std::shared_ptr<serve_state>& self, std::shared_ptr<rpc_promise::impl> promise,
                       wire::message& msg, const wire::rpc_call& call, std::shared_ptr<std::atomic<bool>> cancelled);
 };
@@ -198,7 +201,7 @@ struct rpc_promise::impl {
   void answer_error(const error& err);
   /// Answers with a dict written in `encoded` (a stream's item).
   void answer_encoded(rpc_args& encoded);
-  /// Answers with no payload at all: a stream's end (rpc_stream_serve.cpp).
+  /// Answers with no payload at all: a stream's end (rpc_serve_calls.cpp).
   void answer_end();
 
  private:
@@ -214,7 +217,7 @@ result<rpc_request> make_request(client::impl& c, const std::string& method, wir
 std::string threw(const std::string& method, std::exception_ptr e);
 
 /// A watch or pull of `stream` was cancelled: the caller cancelled the
-/// stream, went away, or its deadline passed (rpc_stream_serve.cpp).
+/// stream, went away, or its deadline passed (rpc_serve_calls.cpp).
 void stream_call_cancelled(rpc_stream_writer::impl& stream);
 /// Stops every stream `state` serves with `why` (its link broke, or the
 /// endpoint closes): their writers' writes then fail with it.

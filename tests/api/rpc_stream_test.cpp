@@ -171,6 +171,36 @@ TEST_CASE("rpc: a handler may write within its credit on the serving thread, and
   CHECK_FALSE(stream.next()->has_value());
 }
 
+TEST_CASE("rpc: a stream opened in the callback of an asynchronous call opens at once, and is read on another thread") {
+  auto cluster = start_cluster();
+  auto server = shm_client(*cluster, "server");
+  auto caller = shm_client(*cluster, "caller");
+  REQUIRE(server->rpc().serve("ping", [](const rpc_request&) -> result<dict_builder> { return dict_builder{}; }).ok());
+  REQUIRE(server->rpc()
+              .serve_stream("three",
+                            [](rpc_request, rpc_stream_writer w) {
+                              for (std::int64_t i = 0; i < 3; ++i) (void)w.try_write(item_of(i));
+                              w.finish();
+                            })
+              .ok());
+  // The callback runs on the thread that reads the answers of the
+  // caller's asynchronous calls, the opening call's included.
+  std::promise<rpc_stream> opened;
+  std::atomic<bool> ping_ok{false};
+  auto started = std::chrono::steady_clock::now();
+  caller->rpc().call_async(rpc_target::any(), "ping", dict_builder{}, [&](result<rpc_result> r) {
+    ping_ok = r.ok();
+    opened.set_value(caller->rpc().call_stream(rpc_target::any(), "three", dict_builder{}, {.timeout = 5s, .window = 4}));
+  });
+  auto f = opened.get_future();
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  CHECK(std::chrono::steady_clock::now() - started < 4s);  // not held until the stream's deadline
+  CHECK(ping_ok.load());
+  auto stream = f.get();
+  for (std::int64_t i = 0; i < 3; ++i) CHECK(seq_of(*stream.next().value()) == i);
+  CHECK_FALSE(stream.next()->has_value());
+}
+
 TEST_CASE("rpc: cancelling a stream mid-way reaches the handler, whose write then fails cancelled") {
   auto cluster = start_cluster();
   auto server = shm_client(*cluster, "server");

@@ -1,12 +1,12 @@
 // The serving end of a stream as a plain class: credit, pulls and items
-// held, the watch, cancel, the end, stop and retire (stream_server.hpp).
+// held, the watch, cancel, the end, stop and retire (serve_table.hpp: stream_server).
 
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <string>
 
-#include "actors/client/stream_server.hpp"
+#include "actors/client/serve_table.hpp"
 
 namespace {
 

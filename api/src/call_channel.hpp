@@ -1,8 +1,11 @@
-// rpc_channel: a link of its own between a client and its owner, with a
-// thread of its own, for RPC: calls to the handlers this client serves
-// arrive on it and run on its thread; asynchronous calls this client makes
-// go out on it and their answers complete on its thread. Neither waits for
-// the client node's actors (design.md, "Hot path").
+// call_channel: a link of its own between a client and its owner, with a
+// thread of its own that reads it. Requests go out on it from any thread
+// and their answers complete on its thread; frames that answer nothing
+// (a call to a handler this client serves, a cancel of one) go to a hook,
+// also on its thread. Neither waits for the client node's actors
+// (design.md, "Hot path"). It carries frames and knows no entry point:
+// RPC's asynchronous calls and its serving both run on channels of their
+// own (rpc_endpoint.cpp, rpc_serve_calls.cpp).
 //
 // Two kinds of link carry it: on the owner's host a pair of shm rings (the
 // thread reads its ring itself, spinning for a while, configurable, then
@@ -31,17 +34,17 @@
 
 namespace sluice {
 
-class rpc_channel {
+class call_channel {
  public:
   using reply_fn = std::function<void(result<wire::message>)>;
   using clock = request_clock;
 
   /// What the channel's thread hands to its user.
   struct hooks {
-    /// A call to a served handler (an rpc_call request).
-    std::function<void(wire::message)> on_call;
-    /// The caller gave up call `id` (an rpc_cancel).
-    std::function<void(std::uint64_t id)> on_cancel;
+    /// A frame that answers none of this channel's requests (a call to a
+    /// handler this client serves, a cancel of one); the owner's hello is
+    /// not handed on.
+    std::function<void(wire::message)> on_frame;
     /// The link broke (the owner went away); not called when the channel
     /// is closed by its destructor.
     std::function<void()> on_down;
@@ -53,20 +56,20 @@ class rpc_channel {
   /// Opens a link to the owner's shm socket at `address`, sends `hello`
   /// and starts the thread. `mapped`: the owner's pool as this process
   /// mapped it already (one address per region in this process).
-  static result<std::shared_ptr<rpc_channel>> open(const std::string& address, const wire::outbound_frame& hello,
+  static result<std::shared_ptr<call_channel>> open(const std::string& address, const wire::outbound_frame& hello,
                                                    std::shared_ptr<const transport::shm::segment_list> mapped,
                                                    hooks h, std::chrono::microseconds spin);
   /// Opens a TCP connection of its own to the owner at `address` (a
   /// numeric "host:port": never the resolver), sends `hello` and starts
   /// the thread; gives up with timeout at `deadline`.
-  static result<std::shared_ptr<rpc_channel>> open_tcp(const std::string& address, const wire::outbound_frame& hello,
+  static result<std::shared_ptr<call_channel>> open_tcp(const std::string& address, const wire::outbound_frame& hello,
                                                        clock::time_point deadline, hooks h,
                                                        wire::frame_limits limits = {});
   /// Stops the thread and closes the link (the owner lets go of what it
   /// lent to this link). REQUIRES: not called on the channel's thread.
-  ~rpc_channel();
-  rpc_channel(const rpc_channel&) = delete;
-  rpc_channel& operator=(const rpc_channel&) = delete;
+  ~call_channel();
+  call_channel(const call_channel&) = delete;
+  call_channel& operator=(const call_channel&) = delete;
 
   /// Sends `env` as a request (its request_id is set here) and runs
   /// `done` exactly once, on the channel's thread: the answer, the error
@@ -82,11 +85,11 @@ class rpc_channel {
   void set_spin(std::chrono::microseconds spin);
   std::thread::id thread_id() const noexcept { return thread_.get_id(); }
 
-  /// What carries a channel (rpc_channel.cpp has the two kinds).
+  /// What carries a channel (call_channel.cpp has the two kinds).
   class link;
 
  private:
-  rpc_channel(std::unique_ptr<link> l, hooks h);
+  call_channel(std::unique_ptr<link> l, hooks h);
   void run();
   void dispatch(wire::message msg);
   void finish(std::uint64_t id, result<wire::message> outcome);

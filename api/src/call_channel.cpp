@@ -1,4 +1,4 @@
-#include "api/src/rpc_channel.hpp"
+#include "api/src/call_channel.hpp"
 
 #include <sched.h>
 #include <sys/socket.h>
@@ -27,7 +27,7 @@ constexpr std::chrono::seconds send_wait_max{1};
 
 /// What carries a channel: `send` from any thread, everything else on the
 /// channel's thread except close().
-class rpc_channel::link {
+class call_channel::link {
  public:
   /// What a read took: whole frames (or why one could not be taken), each
   /// handed on in order; false from `take` stops the read.
@@ -51,12 +51,12 @@ class rpc_channel::link {
 namespace {
 
 /// A pair of shm rings to the owner's poller.
-class shm_link final : public rpc_channel::link {
+class shm_link final : public call_channel::link {
  public:
   shm_link(std::shared_ptr<transport::shm::client_link> link, std::chrono::microseconds spin)
       : link_(std::move(link)), spin_us_(spin.count()), spin_(spin) {}
 
-  result<void> send(const wire::outbound_frame& frame, rpc_channel::clock::time_point) override {
+  result<void> send(const wire::outbound_frame& frame, call_channel::clock::time_point) override {
     std::lock_guard guard{link_->send_mutex};
     if (link_->closed) return fail(errc::unavailable, "the rpc link to the owner is closed");
     if (auto fits = transport::shm::check_outbound(frame, link_->requests->record_bytes_max() - 64); !fits) return fits;
@@ -67,7 +67,7 @@ class shm_link final : public rpc_channel::link {
     return {};
   }
 
-  result<int> read(rpc_channel::clock::time_point until, const take_fn& take) override {
+  result<int> read(call_channel::clock::time_point until, const take_fn& take) override {
     auto& responses = *link_->responses;
     yielding_spin(responses);
     auto state = waiter_.wait_readable(responses, until);
@@ -133,13 +133,13 @@ void shm_link::yielding_spin(transport::shm::ring& responses) {
   // from passing the next call on. A turn that hands the core away for
   // long (a busy host: the other thread ran a whole slice) ends the spin,
   // and the policy spins less next time.
-  auto looked = rpc_channel::clock::now();
+  auto looked = call_channel::clock::now();
   auto until = looked + spin;
   bool preempted = false;
   while (true) {
     if (responses.peek().has_value() || responses.closed()) return spin_.paid();
     ::sched_yield();
-    auto now = rpc_channel::clock::now();
+    auto now = call_channel::clock::now();
     preempted = transport::shm::spin_policy::preempted(now - looked);
     if (now >= until || preempted) break;
     looked = now;
@@ -150,21 +150,21 @@ void shm_link::yielding_spin(transport::shm::ring& responses) {
 /// A TCP connection of the channel's own. The thread blocks in recv (one
 /// system call waits for an answer and takes it); senders take turns on
 /// the socket, each writing on its own thread.
-class tcp_link final : public rpc_channel::link {
+class tcp_link final : public call_channel::link {
  public:
   explicit tcp_link(std::unique_ptr<transport::tcp_call_link> link) : link_(std::move(link)) {}
 
-  result<void> send(const wire::outbound_frame& frame, rpc_channel::clock::time_point deadline) override {
+  result<void> send(const wire::outbound_frame& frame, call_channel::clock::time_point deadline) override {
     std::lock_guard guard{send_mutex_};
     return link_->send(frame, deadline);
   }
 
-  result<int> read(rpc_channel::clock::time_point until, const take_fn& take) override {
+  result<int> read(call_channel::clock::time_point until, const take_fn& take) override {
     if (down_) return *down_;
     int n = 0;
     // The first frame waits until `until`; those already read ahead with
     // it are taken without waiting.
-    for (auto wait = until; n < records_per_turn; wait = rpc_channel::clock::now()) {
+    for (auto wait = until; n < records_per_turn; wait = call_channel::clock::now()) {
       auto frame = link_->receive(wait);
       if (frame) {
         ++n;
@@ -193,26 +193,26 @@ class tcp_link final : public rpc_channel::link {
 
 }  // namespace
 
-result<std::shared_ptr<rpc_channel>> rpc_channel::open(const std::string& address, const wire::outbound_frame& hello,
+result<std::shared_ptr<call_channel>> call_channel::open(const std::string& address, const wire::outbound_frame& hello,
                                                        std::shared_ptr<const transport::shm::segment_list> mapped,
                                                        hooks h, std::chrono::microseconds spin) {
   auto opened = transport::shm::open_client_link(address, hello, std::move(mapped));
   if (!opened) return opened.error();
-  return std::shared_ptr<rpc_channel>{new rpc_channel{std::make_unique<shm_link>(std::move(*opened), spin), std::move(h)}};
+  return std::shared_ptr<call_channel>{new call_channel{std::make_unique<shm_link>(std::move(*opened), spin), std::move(h)}};
 }
 
-result<std::shared_ptr<rpc_channel>> rpc_channel::open_tcp(const std::string& address, const wire::outbound_frame& hello,
+result<std::shared_ptr<call_channel>> call_channel::open_tcp(const std::string& address, const wire::outbound_frame& hello,
                                                            clock::time_point deadline, hooks h,
                                                            wire::frame_limits limits) {
   auto opened = transport::tcp_call_link::open(address, hello, deadline, limits);
   if (!opened) return opened.error();
-  return std::shared_ptr<rpc_channel>{new rpc_channel{std::make_unique<tcp_link>(std::move(*opened)), std::move(h)}};
+  return std::shared_ptr<call_channel>{new call_channel{std::make_unique<tcp_link>(std::move(*opened)), std::move(h)}};
 }
 
-rpc_channel::rpc_channel(std::unique_ptr<link> l, hooks h)
+call_channel::call_channel(std::unique_ptr<link> l, hooks h)
     : link_(std::move(l)), hooks_(std::move(h)), thread_([this] { run(); }) {}
 
-rpc_channel::~rpc_channel() {
+call_channel::~call_channel() {
   closing_ = true;
   stopping_ = true;
   link_->close();
@@ -221,9 +221,9 @@ rpc_channel::~rpc_channel() {
   fail_all(error{errc::aborted, "the client is closing"});
 }
 
-void rpc_channel::set_spin(std::chrono::microseconds spin) { link_->set_spin(spin); }
+void call_channel::set_spin(std::chrono::microseconds spin) { link_->set_spin(spin); }
 
-std::uint64_t rpc_channel::request(wire::envelope env, shared_bytes payload, clock::time_point deadline,
+std::uint64_t call_channel::request(wire::envelope env, shared_bytes payload, clock::time_point deadline,
                                    reply_fn done) {
   if (!usable()) {
     done(error{errc::unavailable, "the rpc link to the owner is closed"});
@@ -249,11 +249,11 @@ std::uint64_t rpc_channel::request(wire::envelope env, shared_bytes payload, clo
   return id;
 }
 
-result<void> rpc_channel::send(const wire::outbound_frame& frame) {
+result<void> call_channel::send(const wire::outbound_frame& frame) {
   return link_->send(frame, clock::now() + send_wait_max);
 }
 
-void rpc_channel::finish(std::uint64_t id, result<wire::message> outcome) {
+void call_channel::finish(std::uint64_t id, result<wire::message> outcome) {
   std::optional<reply_fn> done;
   {
     std::lock_guard guard{pending_mutex_};
@@ -263,7 +263,7 @@ void rpc_channel::finish(std::uint64_t id, result<wire::message> outcome) {
   if (done) (*done)(std::move(outcome));
 }
 
-void rpc_channel::expire(clock::time_point now) {
+void call_channel::expire(clock::time_point now) {
   while (true) {
     std::optional<std::uint64_t> id;
     {
@@ -275,14 +275,14 @@ void rpc_channel::expire(clock::time_point now) {
   }
 }
 
-rpc_channel::clock::time_point rpc_channel::next_wake(clock::time_point now) {
+call_channel::clock::time_point call_channel::next_wake(clock::time_point now) {
   std::lock_guard guard{pending_mutex_};
   auto until = now + nap;
   if (auto next = pending_.next_deadline()) until = std::min(until, *next);
   return until;
 }
 
-void rpc_channel::fail_all(const error& why) {
+void call_channel::fail_all(const error& why) {
   std::vector<reply_fn> failed;
   {
     std::lock_guard guard{pending_mutex_};
@@ -291,22 +291,17 @@ void rpc_channel::fail_all(const error& why) {
   for (auto& done : failed) done(why);
 }
 
-void rpc_channel::dispatch(wire::message msg) {
+void call_channel::dispatch(wire::message msg) {
   if (msg.env.reply_to != 0) {
     auto id = msg.env.reply_to;
     if (auto* e = std::get_if<wire::error_reply>(&msg.env.body)) return finish(id, error{e->code, e->message});
     return finish(id, std::move(msg));
   }
-  auto* rpc = std::get_if<wire::rpc>(&msg.env.body);
-  if (rpc == nullptr) return;  // the owner's hello
-  if (msg.env.request_id != 0 && std::holds_alternative<wire::rpc_call>(rpc->body)) {
-    if (hooks_.on_call) hooks_.on_call(std::move(msg));
-    return;
-  }
-  if (auto* c = std::get_if<wire::rpc_cancel>(&rpc->body); c != nullptr && hooks_.on_cancel) hooks_.on_cancel(c->call);
+  if (std::holds_alternative<wire::hello>(msg.env.body)) return;  // the owner's greeting
+  if (hooks_.on_frame) hooks_.on_frame(std::move(msg));
 }
 
-void rpc_channel::run() {
+void call_channel::run() {
   error down{errc::aborted, "closed locally"};
   auto take = [this, &down](result<wire::inbound_frame> frame) {
     auto msg = frame ? wire::decode(std::move(*frame)) : result<wire::message>{frame.error()};
