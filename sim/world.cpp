@@ -375,8 +375,15 @@ void world::advance_to(sim_time t) {
   for (auto& n : nodes_) {
     if (!n->alive) continue;
     auto& clock = n->sched->clock();
+    if (clock.current_time > now_) continue;
     // Also when the time is the same: a timer due now (a zero delay) fires.
-    if (clock.current_time <= now_) clock.advance_time(now_ - clock.current_time);
+    // A clock with nothing due by now only moves its hand.
+    auto& schedule = clock.schedule();
+    if (schedule.empty() || schedule.begin()->first > now_) {
+      clock.current_time = now_;
+      continue;
+    }
+    clock.advance_time(now_ - clock.current_time);
   }
   while (!timers_.empty() && timers_.begin()->first.first <= now_) {
     auto action = std::move(timers_.begin()->second);
