@@ -141,7 +141,7 @@ result<std::unique_ptr<client>> client::impl::connect_with(const std::string& ad
   cfg.node.name = options.name;
   cfg.node.threads = 1;
   cfg.client.keepalive = std::chrono::duration_cast<std::chrono::microseconds>(options.keepalive);
-  auto host = node_host::start_client(cfg, owner_addresses(address, options.transport), {hub.get(), ""});
+  auto host = node_host::start_client(cfg, owner_addresses(address, options.transport), {hub.get(), "", nullptr});
   if (!host) return std::move(host).error();
   auto state = std::make_unique<impl>();
   state->hub = std::move(hub);

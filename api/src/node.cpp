@@ -111,7 +111,10 @@ result<std::unique_ptr<local_cluster>> local_cluster::start(const local_cluster_
   auto master_cfg = *cfg;
   master_cfg.node.listen =
       options.master_listen.empty() ? options.default_master_listen : options.master_listen;
-  auto master = node_host::start_master(master_cfg, {state->hub.get(), local_master_name});
+  // One actor system for both: a request the owner passes to the master
+  // and the answer coming back wake no other system's threads.
+  auto runtime = std::make_shared<node_runtime>();
+  auto master = node_host::start_master(master_cfg, {state->hub.get(), local_master_name, runtime});
   if (!master) return std::move(master).error();
   state->master = std::move(*master);
 
@@ -122,7 +125,7 @@ result<std::unique_ptr<local_cluster>> local_cluster::start(const local_cluster_
     owner_cfg.node.listen = options.default_listen;
   }
   owner_cfg.owner.master = std::string{"inproc://"} + local_master_name;
-  auto owner = node_host::start_owner(owner_cfg, {state->hub.get(), local_owner_name});
+  auto owner = node_host::start_owner(owner_cfg, {state->hub.get(), local_owner_name, runtime});
   if (!owner) return std::move(owner).error();
   state->owner = std::move(*owner);
   auto cluster = std::make_unique<local_cluster>(std::move(state));

@@ -7,6 +7,9 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "actors/client/client.hpp"
@@ -80,16 +83,35 @@ result<std::unique_ptr<transport::rdma::provider>> rdma_provider(const rdma_sect
 
 }  // namespace
 
-void node_host::make_system(std::uint32_t threads) {
-  // The actor system keeps a reference to its config: both live here.
-  system_config_ = std::make_unique<caf::actor_system_config>();
-  system_config_->set("scheduler.max-threads", static_cast<std::size_t>(threads));
-  // Work sharing parks idle workers on a condition variable and wakes one
-  // per message; CAF's default work stealing sleeps 50 us between polls of
-  // an idle queue, which costs every actor hop tens of microseconds here
-  // (measured with bench/run kv: put and get p50 about 3x lower).
-  system_config_->set("scheduler.policy", caf::atom("sharing"));
-  system_ = std::make_unique<caf::actor_system>(*system_config_);
+std::uint32_t scheduler_threads(std::uint32_t configured) {
+  if (configured > 0) return configured;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
+  return static_cast<std::uint32_t>(std::clamp(n, 1, 2));
+}
+
+node_runtime::node_runtime() = default;
+node_runtime::~node_runtime() {
+  // Waits for every actor of the system to finish its last messages.
+  system.reset();
+  config.reset();
+}
+
+void node_host::make_system(std::uint32_t threads, const placement& where) {
+  runtime_ = where.runtime != nullptr ? where.runtime : std::make_shared<node_runtime>();
+  if (runtime_->system == nullptr) {
+    // The actor system keeps a reference to its config: both live in the runtime.
+    runtime_->config = std::make_unique<caf::actor_system_config>();
+    runtime_->config->set("scheduler.max-threads", static_cast<std::size_t>(scheduler_threads(threads)));
+    // Work sharing parks idle workers on a condition variable and wakes one
+    // per message; CAF's default work stealing sleeps 50 us between polls of
+    // an idle queue, which costs every actor hop tens of microseconds here
+    // (measured with bench/run kv: put and get p50 about 3x lower).
+    runtime_->config->set("scheduler.policy", caf::atom("sharing"));
+    runtime_->system = std::make_unique<caf::actor_system>(*runtime_->config);
+  }
+  system_ = runtime_->system.get();
 }
 
 result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, role r,
@@ -239,7 +261,7 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
     if (!id) return id.error();
     h.id_ = *id;
   }
-  h.make_system(cfg.node.threads);
+  h.make_system(cfg.node.threads, where);
   master_deps deps;
   deps.identity = {h.id_, role::master, node_name(cfg, "master", h.advertise_), h.advertise_};
   deps.config = cfg.master;
@@ -272,7 +294,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   if (!host) return host;
   auto& h = **host;
   if (auto ok = h.listen(cfg, role::owner, where); !ok) return ok.error();
-  h.make_system(cfg.node.threads);
+  h.make_system(cfg.node.threads, where);
   owner_deps deps;
   deps.identity = {h.id_, role::owner, node_name(cfg, "owner", h.advertise_), h.advertise_};
   deps.config = cfg.owner;
@@ -303,7 +325,7 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   auto host = prepare(cfg, role::client, where);
   if (!host) return host;
   auto& h = **host;
-  h.make_system(cfg.node.threads);
+  h.make_system(cfg.node.threads, where);
   client_deps deps;
   deps.identity = {h.id_, role::client, node_name(cfg, "client", ""), ""};
   deps.owner_addresses = std::move(owner_addresses);
@@ -327,15 +349,19 @@ node_host::~node_host() {
     caf::scoped_actor self{*system_};
     self->request(actor_, stop_timeout, stop_atom::value)
         .receive([](bool) {}, [](const caf::error&) {});
+    // The actor may still be finishing (its state refers to this node's
+    // transports) and a shared system outlives this node: wait for it.
+    caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+    self->wait_for(actor_);
   }
   // No transport event may reach the sink once it is gone: stop I/O first.
   if (net_) net_->shutdown();
   if (rdma_) rdma_->stop();
   actor_ = nullptr;
   sink_.reset();
-  // Waits for the role actor to finish its last messages.
-  system_.reset();
-  system_config_.reset();
+  // The last node of a shared system takes it down.
+  system_ = nullptr;
+  runtime_.reset();
   net_.reset();
   rdma_.reset();
   gpu_.reset();

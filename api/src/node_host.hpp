@@ -37,6 +37,26 @@ namespace sluice {
 
 struct gpu_report;
 
+/// The actor system of one or more nodes of a process, with its config.
+/// Nodes that share one hand actor messages to each other without waking
+/// another system's threads. The first node that starts on an empty one
+/// makes its system; the last node to go takes it down.
+struct node_runtime {
+  node_runtime();
+  ~node_runtime();
+  node_runtime(const node_runtime&) = delete;
+  node_runtime& operator=(const node_runtime&) = delete;
+  std::unique_ptr<caf::actor_system_config> config;
+  std::unique_ptr<caf::actor_system> system;
+};
+
+/// The scheduler threads of a node configured with `[node] threads =
+/// configured`: that many, or for 0 the CPUs this thread may run on, at
+/// most 2. A role is one actor, and the master and the owner of one
+/// process are two: more workers than that, or than CPUs, only hand
+/// messages from thread to thread, each hand-off a wake-up.
+std::uint32_t scheduler_threads(std::uint32_t configured);
+
 /// Where a master or owner listens when its config does not say.
 inline constexpr const char* default_master_listen = "127.0.0.1:7071";
 inline constexpr const char* default_owner_listen = "127.0.0.1:7070";
@@ -47,6 +67,9 @@ inline constexpr const char* default_owner_listen = "127.0.0.1:7070";
 struct node_placement {
   transport::inproc_hub* hub = nullptr;
   std::string inproc_name;
+  /// Optional: an actor system shared with the other nodes of the process
+  /// that name the same one (see node_runtime).
+  std::shared_ptr<node_runtime> runtime;
 };
 
 class node_host {
@@ -92,7 +115,7 @@ class node_host {
   static result<std::unique_ptr<node_host>> prepare(const node_config& cfg, role r,
                                                     placement where);
   result<void> listen(const node_config& cfg, role r, const placement& where);
-  void make_system(std::uint32_t threads);
+  void make_system(std::uint32_t threads, const placement& where);
   result<std::shared_ptr<object_store>> open_pool(const node_config& cfg);
   /// The owner's rdma path, when its configuration and the machine allow
   /// one (says which, once, in the log); null otherwise.
@@ -117,8 +140,8 @@ class node_host {
   std::unique_ptr<durable_store> store_;
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;
-  std::unique_ptr<caf::actor_system_config> system_config_;
-  std::unique_ptr<caf::actor_system> system_;
+  std::shared_ptr<node_runtime> runtime_;
+  caf::actor_system* system_ = nullptr;  // runtime_'s
   caf::actor actor_;
   /// Owners: the pool's segments (mapped while the store lives), and the
   /// rdma path over them (null: none). The path outlives the actor system

@@ -31,7 +31,7 @@ constexpr std::uint64_t envelope_bytes_min = 64;
 // Keys and values are short words; a suggestion is offered only for a typo
 // this close (edits: insert, delete, substitute one character).
 constexpr std::size_t suggestion_distance_max = 2;
-constexpr std::uint32_t threads_min = 1;
+constexpr std::uint32_t threads_min = 0;
 constexpr std::uint32_t threads_max = 64;
 // Below this a transfer's pieces cost more in round trips than they move.
 constexpr std::uint64_t transfer_chunk_bytes_min = 4096;

@@ -42,8 +42,9 @@ struct node_section {
   /// Seed of the node's rng; 0 → drawn from the OS at start. At most
   /// 2^63 - 1, the largest TOML integer.
   std::uint64_t seed = 0;
-  /// Actor scheduler threads for this node, 1 to 64.
-  std::uint32_t threads = 2;
+  /// Actor scheduler threads for this node, 0 to 64; 0: the CPUs the
+  /// process may run on, at most 2 (scheduler_threads in node_host).
+  std::uint32_t threads = 0;
 };
 
 struct wire_section {

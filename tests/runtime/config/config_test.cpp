@@ -101,7 +101,7 @@ TEST_CASE("config: an empty document gives the defaults") {
   CHECK(c.node.name == defaults.node.name);
   CHECK(c.node.listen.empty());  // the role picks its usual address
   CHECK(c.node.seed == 0);
-  CHECK(c.node.threads == 2);
+  CHECK(c.node.threads == 0);  // as many as the CPUs it may run on, at most 2
   CHECK(c.wire.max_envelope_bytes == 1ULL << 20);
   CHECK(c.wire.max_payload_bytes == 1ULL << 30);
   CHECK(c.master.heartbeat_interval == 500ms);
@@ -212,7 +212,7 @@ TEST_CASE("config: keys left out keep their defaults") {
   REQUIRE(r.ok());
   CHECK(r->owner.capacity_bytes == 2ULL << 30);
   CHECK(r->owner.max_value_bytes == 256ULL << 20);
-  CHECK(r->node.threads == 2);
+  CHECK(r->node.threads == 0);
 }
 
 TEST_CASE("config: a size may be a string with a unit or an integer number of bytes") {
@@ -460,12 +460,13 @@ TEST_CASE("config: the seed is a non-negative integer") {
                  "key 'node.seed': must be a non-negative integer, found -1"));
 }
 
-TEST_CASE("config: the thread count is from 1 to 64") {
+TEST_CASE("config: the thread count is from 0 (as many as the CPUs allow) to 64") {
+  CHECK(load_config_string("[node]\nthreads = 0\n")->node.threads == 0);
   CHECK(load_config_string("[node]\nthreads = 1\n")->node.threads == 1);
   CHECK(load_config_string("[node]\nthreads = 64\n")->node.threads == 64);
-  CHECK(contains(failure(load_config_string("[node]\nthreads = 0\n")),
-                 "key 'node.threads': must be from 1 to 64, found 0"));
-  CHECK(contains(failure(load_config_string("[node]\nthreads = 65\n")), "found 65"));
+  CHECK(contains(failure(load_config_string("[node]\nthreads = 65\n")),
+                 "key 'node.threads': must be from 0 to 64, found 65"));
+  CHECK(contains(failure(load_config_string("[node]\nthreads = -1\n")), "found -1"));
 }
 
 TEST_CASE("config: a TOML syntax error names the file, line and column") {
