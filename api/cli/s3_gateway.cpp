@@ -1,13 +1,12 @@
 #include "api/cli/s3_gateway.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <chrono>
 #include <list>
 #include <unordered_map>
 
 #include "actors/s3/names.hpp"
+#include "runtime/cpus.hpp"
 #include "runtime/log.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/units.hpp"
@@ -73,10 +72,7 @@ result<std::chrono::milliseconds> positive_ms(std::string_view what, std::chrono
 /// CPUs only trade requests between them.
 std::size_t io_threads(std::int64_t configured) {
   if (configured > 0) return static_cast<std::size_t>(configured);
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 4;
-  return static_cast<std::size_t>(std::clamp(n, 1, 4));
+  return static_cast<std::size_t>(std::clamp(cpus_allowed(4), 1, 4));
 }
 
 std::int64_t wall_clock_ns() {

@@ -7,8 +7,6 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <filesystem>
 
@@ -16,6 +14,7 @@
 #include "actors/master/master.hpp"
 #include "actors/owner/owner.hpp"
 #include "actors/owner/owner_hooks.hpp"
+#include "runtime/cpus.hpp"
 #include "runtime/gpu/device.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/storage/dir_lock.hpp"
@@ -85,18 +84,13 @@ result<std::unique_ptr<transport::rdma::provider>> rdma_provider(const rdma_sect
 
 std::uint32_t scheduler_threads(std::uint32_t configured) {
   if (configured > 0) return configured;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int n = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 2;
-  return static_cast<std::uint32_t>(std::clamp(n, 1, 2));
+  return static_cast<std::uint32_t>(std::clamp(cpus_allowed(2), 1, 2));
 }
 
 node_runtime::node_runtime() = default;
-node_runtime::~node_runtime() {
-  // Waits for every actor of the system to finish its last messages.
-  system.reset();
-  config.reset();
-}
+// The system goes first (declared last) and waits for every actor of it
+// to finish its last messages; then its config.
+node_runtime::~node_runtime() = default;
 
 void node_host::make_system(std::uint32_t threads, const placement& where) {
   runtime_ = where.runtime != nullptr ? where.runtime : std::make_shared<node_runtime>();
@@ -111,8 +105,9 @@ void node_host::make_system(std::uint32_t threads, const placement& where) {
     runtime_->config->set("scheduler.policy", caf::atom("sharing"));
     runtime_->system = std::make_unique<caf::actor_system>(*runtime_->config);
   }
-  system_ = runtime_->system.get();
 }
+
+caf::actor_system& node_host::system() const { return *runtime_->system; }
 
 result<std::unique_ptr<node_host>> node_host::prepare(const node_config& cfg, role r,
                                                       placement where) {
@@ -274,7 +269,7 @@ result<std::unique_ptr<node_host>> node_host::start_master(const node_config& cf
   };
   master_recovery recovered;
   auto started = std::chrono::steady_clock::now();
-  auto actor = spawn_master(*h.system_, std::move(deps), &recovered);
+  auto actor = spawn_master(h.system(), std::move(deps), &recovered);
   if (!actor) return actor.error();
   if (h.store_) {
     auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started);
@@ -314,7 +309,7 @@ result<std::unique_ptr<node_host>> node_host::start_owner(const node_config& cfg
   deps.incarnation = entropy_seed();
   deps.index = h.index_;
   deps.routes = h.routes_;
-  h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(*h.system_, std::move(deps)));
+  h.actor_ = caf::actor_cast<caf::actor>(spawn_owner(h.system(), std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;
 }
@@ -336,7 +331,7 @@ result<std::unique_ptr<node_host>> node_host::start_client(const node_config& cf
   h.shm_client_ = shm.get();
   h.net_->add(shm_tag, std::move(shm));
   deps.net = h.net_.get();
-  h.actor_ = caf::actor_cast<caf::actor>(spawn_client(*h.system_, std::move(deps)));
+  h.actor_ = caf::actor_cast<caf::actor>(spawn_client(h.system(), std::move(deps)));
   h.sink_->bind(h.actor_);
   return host;
 }
@@ -346,7 +341,7 @@ node_host::~node_host() {
     // Let the role say goodbye (an owner tells the master it leaves)
     // before the transports go; a role that does not answer in time is
     // stopped anyway.
-    caf::scoped_actor self{*system_};
+    caf::scoped_actor self{system()};
     self->request(actor_, stop_timeout, stop_atom::value)
         .receive([](bool) {}, [](const caf::error&) {});
     // The actor may still be finishing (its state refers to this node's
@@ -360,7 +355,6 @@ node_host::~node_host() {
   actor_ = nullptr;
   sink_.reset();
   // The last node of a shared system takes it down.
-  system_ = nullptr;
   runtime_.reset();
   net_.reset();
   rdma_.reset();
@@ -370,10 +364,10 @@ node_host::~node_host() {
 result<gpu_report> node_host::gpu_pools() const {
   if (role_ != role::owner) return fail(errc::invalid_argument, "only an owner has GPU pools");
   result<gpu_report> out = fail(errc::unavailable, "the owner did not answer");
-  caf::scoped_actor self{*system_};
+  caf::scoped_actor self{system()};
   self->request(actor_, ask_timeout, gpu_atom::value)
       .receive([&](const gpu_report& r) { out = r; },
-               [&](const caf::error& e) { out = fail(errc::unavailable, "the owner did not answer: " + system_->render(e)); });
+               [&](const caf::error& e) { out = fail(errc::unavailable, "the owner did not answer: " + system().render(e)); });
   return out;
 }
 

@@ -116,6 +116,7 @@ class node_host {
                                                     placement where);
   result<void> listen(const node_config& cfg, role r, const placement& where);
   void make_system(std::uint32_t threads, const placement& where);
+  caf::actor_system& system() const;
   result<std::shared_ptr<object_store>> open_pool(const node_config& cfg);
   /// The owner's rdma path, when its configuration and the machine allow
   /// one (says which, once, in the log); null otherwise.
@@ -141,7 +142,6 @@ class node_host {
   std::unique_ptr<actor_sink> sink_;
   std::unique_ptr<transport::network> net_;
   std::shared_ptr<node_runtime> runtime_;
-  caf::actor_system* system_ = nullptr;  // runtime_'s
   caf::actor actor_;
   /// Owners: the pool's segments (mapped while the store lives), and the
   /// rdma path over them (null: none). The path outlives the actor system
